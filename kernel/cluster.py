@@ -1,0 +1,127 @@
+"""The cluster image and the contract every metadata backend fulfils.
+
+The image is an immutable snapshot (brokers, topics with ids, partitions with leader,
+ISR and epochs, topic and broker configs). A backend owns the authoritative state
+(a metadata log for KRaft, znodes for ZooKeeper), publishes a new image after every
+change and tells its listeners. Everything else in the broker reads the current
+image and never mutates it; changes go through the backend's async methods, which
+raise ``KafkaError`` with Kafka's error code when a request is invalid.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    listener_name: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Replica assignment and leadership of one partition."""
+
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    # Bumped on every change of this record (leader, ISR, replicas): KIP-497's
+    # partition epoch, used to fence stale AlterPartition requests.
+    partition_epoch: int = 0
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionState]
+    # Only the configs set explicitly for this topic; defaults come from the broker.
+    configs: Mapping[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterImage:
+    cluster_id: str
+    controller_id: int
+    brokers: Mapping[int, BrokerRegistration]
+    topics: Mapping[str, TopicImage]
+    topics_by_id: Mapping[uuid.UUID, TopicImage]
+    # Dynamic broker configs: broker id -> {name: value}; key -1 holds cluster defaults.
+    broker_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.get(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+
+ImageListener = Callable[[ClusterImage, ClusterImage], None]
+"""Called with (previous image, new image) after every change, on the event loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    # partition -> replica broker ids; when given, overrides partitions/RF.
+    assignments: Mapping[int, tuple[int, ...]] | None = None
+    internal: bool = False
+
+
+@runtime_checkable
+class MetadataBackend(Protocol):
+    """What the kernel needs from a metadata plugin (KRaft-style, ZooKeeper, ...).
+
+    All mutating methods validate, persist durably, publish the new image, notify
+    listeners and only then return. They raise ``KafkaError``: TOPIC_ALREADY_EXISTS,
+    UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_PARTITIONS,
+    INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, ...
+    """
+
+    @property
+    def image(self) -> ClusterImage: ...
+
+    async def start(self) -> None:
+        """Load durable state (replay), register this broker, publish the first image."""
+
+    async def stop(self) -> None: ...
+
+    def add_listener(self, listener: ImageListener) -> None: ...
+
+    async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
+        """Create all topics or none; the caller validated names and configs."""
+
+    async def delete_topics(self, names: list[str]) -> None: ...
+
+    async def create_partitions(
+        self, topic: str, new_total: int, assignments: list[tuple[int, ...]] | None = None
+    ) -> TopicImage: ...
+
+    async def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's explicit configs with ``configs``."""
+
+    async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of one broker (-1: cluster-wide defaults)."""
+
+    async def alter_partition(
+        self, topic: str, partition: int, isr: tuple[int, ...], leader_epoch: int,
+        partition_epoch: int,
+    ) -> PartitionState:
+        """Leader-driven ISR change (KIP-497); fenced by the epochs."""

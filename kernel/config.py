@@ -1,0 +1,601 @@
+"""TOML -> typed, validated settings with Kafka's names and defaults.
+
+Settings are frozen dataclasses whose fields carry their Kafka name (``log.segment.bytes``)
+in metadata, so there is one source of truth for the name, type, default and doc of
+every key; plugins declare their own tables the same way and return them from the
+``kafkernel_config_schema`` hook. TOML dotted keys (``log.segment.bytes = 1024``) and
+quoted keys (``"log.segment.bytes" = 1024``) are both accepted. Every error names the
+file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+Check = Callable[[Any], str | None]
+"""Returns None when the value is allowed, else what is allowed."""
+
+
+class ConfigError(Exception):
+    """One clear line: the file, the key and what is wrong or allowed."""
+
+
+def at_least(low: int | float) -> Check:
+    return lambda v: None if v >= low else f"a value >= {low}"
+
+
+def between(low: int | float, high: int | float) -> Check:
+    return lambda v: None if low <= v <= high else f"a value in [{low}, {high}]"
+
+
+def one_of(*allowed: str) -> Check:
+    return lambda v: None if v in allowed else "one of " + ", ".join(allowed)
+
+
+def all_of(*allowed: str) -> Check:
+    return lambda v: (
+        None if all(x in allowed for x in v) else "a list of " + ", ".join(allowed)
+    )
+
+
+def setting(
+    name: str,
+    default: Any,
+    doc: str,
+    *,
+    check: Check | None = None,
+    dynamic: bool = False,
+    sensitive: bool = False,
+) -> Any:
+    """A settings field: Kafka name, default, doc; ``dynamic`` ones may be changed by
+    AlterConfigs at runtime."""
+    kwargs: dict[str, Any] = {
+        "metadata": {
+            "name": name, "doc": doc, "check": check, "dynamic": dynamic,
+            "sensitive": sensitive,
+        }
+    }
+    if isinstance(default, list | dict):
+        kwargs["default_factory"] = (lambda d=default: type(d)(d))
+    else:
+        kwargs["default"] = default
+    return field(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    attr: str
+    type: Any
+    default: Any
+    doc: str
+    check: Check | None
+    dynamic: bool
+    sensitive: bool
+
+    @property
+    def type_name(self) -> str:
+        return _type_name(self.type)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return "list"
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _type_name(args[0])
+    return {int: "long", str: "string", bool: "boolean", float: "double"}.get(tp, str(tp))
+
+
+def _optional(tp: Any) -> bool:
+    return type(None) in typing.get_args(tp)
+
+
+@dataclass(frozen=True)
+class ConfigSchema:
+    """The keys of one table: the broker's settings or one plugin's."""
+
+    table: str  # "" for the top level, "plugins.<name>" for a plugin
+    settings_type: type
+
+    @property
+    def keys(self) -> dict[str, ConfigKey]:
+        return schema_keys(self.settings_type)
+
+    def build(self, values: Mapping[str, Any], source: str) -> Any:
+        """Validate ``values`` (Kafka names -> TOML values) and build the settings."""
+        keys = self.keys
+        kwargs: dict[str, Any] = {}
+        for name, raw in values.items():
+            key = keys.get(name)
+            where = f"{source}: {self.table + '.' if self.table else ''}{name}"
+            if key is None:
+                raise ConfigError(
+                    f"{where}: unknown key; allowed keys: {', '.join(sorted(keys))}"
+                )
+            kwargs[key.attr] = coerce(key, raw, where)
+        return self.settings_type(**kwargs)
+
+
+@cache
+def schema_keys(settings_type: type) -> dict[str, ConfigKey]:
+    hints = typing.get_type_hints(settings_type)
+    keys: dict[str, ConfigKey] = {}
+    for f in dataclasses.fields(settings_type):
+        meta = f.metadata
+        if "name" not in meta:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        keys[meta["name"]] = ConfigKey(
+            meta["name"], f.name, hints[f.name], default, meta["doc"], meta["check"],
+            meta["dynamic"], meta["sensitive"],
+        )
+    return keys
+
+
+def coerce(key: ConfigKey, raw: Any, where: str) -> Any:
+    """Check a TOML (or string, from --override / AlterConfigs) value against the key."""
+    tp = key.type
+    if raw is None or (isinstance(raw, str) and raw == "" and _optional(tp)):
+        if _optional(tp):
+            return None
+        raise ConfigError(f"{where}: a value is required ({key.type_name})")
+    base = tp
+    if _optional(tp):
+        base = next(a for a in typing.get_args(tp) if a is not type(None))
+    value: Any
+    if typing.get_origin(base) is list:
+        if isinstance(raw, str):
+            value = [s.strip() for s in raw.split(",") if s.strip()]
+        elif isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            value = list(raw)
+        else:
+            raise ConfigError(f"{where}: expected a list of strings, got {raw!r}")
+    elif base is bool:
+        if isinstance(raw, bool):
+            value = raw
+        elif isinstance(raw, str) and raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            raise ConfigError(f"{where}: expected true or false, got {raw!r}")
+    elif base is int:
+        if isinstance(raw, bool):
+            raise ConfigError(f"{where}: expected an integer, got {raw!r}")
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str):
+            try:
+                value = int(raw.strip())
+            except ValueError:
+                raise ConfigError(f"{where}: expected an integer, got {raw!r}") from None
+        else:
+            raise ConfigError(f"{where}: expected an integer, got {raw!r}")
+        if not -(2**63) <= value <= LONG_MAX:
+            raise ConfigError(f"{where}: {value} does not fit a 64-bit long")
+    elif base is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            value = float(raw)
+        else:
+            try:
+                value = float(str(raw))
+            except ValueError:
+                raise ConfigError(f"{where}: expected a number, got {raw!r}") from None
+    elif base is str:
+        if not isinstance(raw, str):
+            raise ConfigError(f"{where}: expected a string, got {raw!r}")
+        value = raw
+    else:  # pragma: no cover - schema author error
+        raise ConfigError(f"{where}: unsupported setting type {base!r}")
+    if key.check is not None:
+        problem = key.check(value)
+        if problem:
+            raise ConfigError(f"{where}: {value!r} is not allowed; expected {problem}")
+    return value
+
+
+def to_kafka_string(value: Any) -> str | None:
+    """How Kafka renders a config value in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------
+# the broker's settings
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_id: int = setting(
+        "broker.id", 1, "This broker's id in the cluster (Kafka's node.id in KRaft mode).",
+        check=at_least(0),
+    )
+    broker_rack: str | None = setting("broker.rack", None, "Rack of the broker.")
+    listeners: list[str] = setting(
+        "listeners", ["PLAINTEXT://127.0.0.1:9092"],
+        "Listeners as NAME://host:port; port 0 picks a free port.",
+    )
+    advertised_listeners: list[str] | None = setting(
+        "advertised.listeners", None,
+        "Addresses given to clients in Metadata; defaults to listeners.",
+    )
+    listener_security_protocol_map: list[str] = setting(
+        "listener.security.protocol.map",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener name to security protocol.",
+    )
+    log_dirs: list[str] = setting(
+        "log.dirs", ["/tmp/kafka-logs"], "Directories holding partition logs and metadata."
+    )
+    num_partitions: int = setting(
+        "num.partitions", 1, "Partitions of an auto-created topic.", check=at_least(1),
+        dynamic=True,
+    )
+    default_replication_factor: int = setting(
+        "default.replication.factor", 1, "Replication factor of auto-created topics.",
+        check=at_least(1), dynamic=True,
+    )
+    auto_create_topics_enable: bool = setting(
+        "auto.create.topics.enable", True, "Create a topic on first Metadata or Produce."
+    )
+    delete_topic_enable: bool = setting(
+        "delete.topic.enable", True, "Allow DeleteTopics."
+    )
+    message_max_bytes: int = setting(
+        "message.max.bytes", 1048588, "Largest record batch a topic accepts (default for "
+        "max.message.bytes).", check=at_least(0), dynamic=True,
+    )
+    log_segment_bytes: int = setting(
+        "log.segment.bytes", 1073741824, "Size at which a segment rolls.",
+        check=at_least(14), dynamic=True,
+    )
+    log_roll_hours: int = setting(
+        "log.roll.hours", 168, "Age at which a segment rolls.", check=at_least(1)
+    )
+    log_roll_ms: int | None = setting(
+        "log.roll.ms", None, "Age at which a segment rolls; overrides log.roll.hours.",
+        check=at_least(1), dynamic=True,
+    )
+    log_retention_hours: int = setting(
+        "log.retention.hours", 168, "Time to keep a segment."
+    )
+    log_retention_minutes: int | None = setting(
+        "log.retention.minutes", None, "Overrides log.retention.hours."
+    )
+    log_retention_ms: int | None = setting(
+        "log.retention.ms", None, "Overrides log.retention.minutes; -1 keeps forever.",
+        dynamic=True,
+    )
+    log_retention_bytes: int = setting(
+        "log.retention.bytes", -1, "Size a partition may keep; -1 is unlimited.",
+        dynamic=True,
+    )
+    log_retention_check_interval_ms: int = setting(
+        "log.retention.check.interval.ms", 300000, "How often retention runs.",
+        check=at_least(1),
+    )
+    log_flush_interval_messages: int = setting(
+        "log.flush.interval.messages", LONG_MAX, "Messages appended before an fsync.",
+        check=at_least(1), dynamic=True,
+    )
+    log_flush_interval_ms: int | None = setting(
+        "log.flush.interval.ms", None, "Time between fsyncs of a partition.",
+        check=at_least(0), dynamic=True,
+    )
+    log_flush_scheduler_interval_ms: int = setting(
+        "log.flush.scheduler.interval.ms", LONG_MAX, "How often flush.ms is checked.",
+        check=at_least(1),
+    )
+    log_flush_offset_checkpoint_interval_ms: int = setting(
+        "log.flush.offset.checkpoint.interval.ms", 60000,
+        "How often the recovery point is checkpointed.", check=at_least(0),
+    )
+    log_index_interval_bytes: int = setting(
+        "log.index.interval.bytes", 4096, "Bytes between offset index entries.",
+        check=at_least(0), dynamic=True,
+    )
+    log_index_size_max_bytes: int = setting(
+        "log.index.size.max.bytes", 10485760, "Size of an offset index; full rolls.",
+        check=at_least(4), dynamic=True,
+    )
+    log_message_timestamp_type: str = setting(
+        "log.message.timestamp.type", "CreateTime", "Timestamps from the producer or the "
+        "broker.", check=one_of("CreateTime", "LogAppendTime"), dynamic=True,
+    )
+    log_cleanup_policy: list[str] = setting(
+        "log.cleanup.policy", ["delete"], "delete and/or compact.",
+        check=all_of("delete", "compact"), dynamic=True,
+    )
+    log_segment_delete_delay_ms: int = setting(
+        "log.segment.delete.delay.ms", 60000, "Delay before a deleted segment's files go.",
+        check=at_least(0), dynamic=True,
+    )
+    log_cleaner_delete_retention_ms: int = setting(
+        "log.cleaner.delete.retention.ms", 86400000, "How long tombstones are kept.",
+        check=at_least(0), dynamic=True,
+    )
+    log_cleaner_min_compaction_lag_ms: int = setting(
+        "log.cleaner.min.compaction.lag.ms", 0, "Minimum age before compaction.",
+        check=at_least(0), dynamic=True,
+    )
+    log_cleaner_min_cleanable_ratio: float = setting(
+        "log.cleaner.min.cleanable.ratio", 0.5, "Dirty ratio that triggers compaction.",
+        check=between(0, 1), dynamic=True,
+    )
+    min_insync_replicas: int = setting(
+        "min.insync.replicas", 1, "ISR size below which acks=all produce fails.",
+        check=at_least(1), dynamic=True,
+    )
+    compression_type: str = setting(
+        "compression.type", "producer", "Compression of stored batches.",
+        check=one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        dynamic=True,
+    )
+    unclean_leader_election_enable: bool = setting(
+        "unclean.leader.election.enable", False, "Allow an out-of-sync replica to lead.",
+        dynamic=True,
+    )
+    socket_request_max_bytes: int = setting(
+        "socket.request.max.bytes", 104857600, "Largest request frame accepted.",
+        check=at_least(1),
+    )
+    connections_max_idle_ms: int = setting(
+        "connections.max.idle.ms", 600000, "Idle connections are closed after this.",
+        check=at_least(1),
+    )
+    metrics_host: str = setting("metrics.host", "127.0.0.1", "Prometheus endpoint host.")
+    metrics_port: int = setting(
+        "metrics.port", -1, "Prometheus /metrics port; -1 disables, 0 picks a free port.",
+        check=at_least(-1),
+    )
+    logging_format: str = setting(
+        "logging.format", "console", "console for humans, json for machines.",
+        check=one_of("console", "json"),
+    )
+    logging_level: str = setting(
+        "logging.level", "info", "Log level.",
+        check=one_of("debug", "info", "warning", "error"),
+    )
+
+    @property
+    def log_retention_ms_resolved(self) -> int:
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        if self.log_retention_minutes is not None:
+            return self.log_retention_minutes * 60_000
+        return self.log_retention_hours * 3_600_000
+
+    @property
+    def log_roll_ms_resolved(self) -> int:
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
+
+    @property
+    def log_flush_interval_ms_resolved(self) -> int:
+        if self.log_flush_interval_ms is not None:
+            return self.log_flush_interval_ms
+        return self.log_flush_scheduler_interval_ms
+
+
+BROKER_SCHEMA = ConfigSchema("", BrokerConfig)
+
+
+# ---------------------------------------------------------------------------
+# topic-level configs: name, type, the broker setting that supplies the default
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigKey:
+    name: str
+    broker_key: str  # the BrokerConfig Kafka name that supplies the default
+    default: Callable[[BrokerConfig], Any]
+    key: ConfigKey  # type and check shared with the broker key
+
+
+def _topic_key(name: str, broker_key: str, default: Callable[[BrokerConfig], Any]) -> TopicConfigKey:
+    base = schema_keys(BrokerConfig)[broker_key]
+    return TopicConfigKey(name, broker_key, default, dataclasses.replace(base, name=name))
+
+
+@cache
+def topic_config_keys() -> dict[str, TopicConfigKey]:
+    """Kafka's topic-level configs that Kafkernel honours."""
+    keys = [
+        _topic_key("cleanup.policy", "log.cleanup.policy", lambda b: b.log_cleanup_policy),
+        _topic_key("compression.type", "compression.type", lambda b: b.compression_type),
+        _topic_key("delete.retention.ms", "log.cleaner.delete.retention.ms",
+                   lambda b: b.log_cleaner_delete_retention_ms),
+        _topic_key("file.delete.delay.ms", "log.segment.delete.delay.ms",
+                   lambda b: b.log_segment_delete_delay_ms),
+        _topic_key("flush.messages", "log.flush.interval.messages",
+                   lambda b: b.log_flush_interval_messages),
+        _topic_key("flush.ms", "log.flush.interval.ms", lambda b: b.log_flush_interval_ms_resolved),
+        _topic_key("index.interval.bytes", "log.index.interval.bytes",
+                   lambda b: b.log_index_interval_bytes),
+        _topic_key("max.message.bytes", "message.max.bytes", lambda b: b.message_max_bytes),
+        _topic_key("message.timestamp.type", "log.message.timestamp.type",
+                   lambda b: b.log_message_timestamp_type),
+        _topic_key("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio",
+                   lambda b: b.log_cleaner_min_cleanable_ratio),
+        _topic_key("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms",
+                   lambda b: b.log_cleaner_min_compaction_lag_ms),
+        _topic_key("min.insync.replicas", "min.insync.replicas", lambda b: b.min_insync_replicas),
+        _topic_key("retention.bytes", "log.retention.bytes", lambda b: b.log_retention_bytes),
+        _topic_key("retention.ms", "log.retention.ms", lambda b: b.log_retention_ms_resolved),
+        _topic_key("segment.bytes", "log.segment.bytes", lambda b: b.log_segment_bytes),
+        _topic_key("segment.index.bytes", "log.index.size.max.bytes",
+                   lambda b: b.log_index_size_max_bytes),
+        _topic_key("segment.ms", "log.roll.ms", lambda b: b.log_roll_ms_resolved),
+        _topic_key("unclean.leader.election.enable", "unclean.leader.election.enable",
+                   lambda b: b.unclean_leader_election_enable),
+    ]
+    return {k.name: k for k in keys}
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check topic config strings (CreateTopics, AlterConfigs); raises ConfigError naming
+    the key. Returns the configs normalised to Kafka's string form."""
+    keys = topic_config_keys()
+    out: dict[str, str] = {}
+    for name, raw in configs.items():
+        tk = keys.get(name)
+        if tk is None:
+            raise ConfigError(f"unknown topic config {name!r}")
+        value = coerce(tk.key, raw, name)
+        rendered = to_kafka_string(value)
+        if rendered is not None:
+            out[name] = rendered
+    return out
+
+
+def resolve_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -> dict[str, Any]:
+    """Typed values of every topic config: explicit topic value, else broker default."""
+    keys = topic_config_keys()
+    resolved: dict[str, Any] = {}
+    for name, tk in keys.items():
+        if name in overrides:
+            resolved[name] = coerce(tk.key, overrides[name], name)
+        else:
+            resolved[name] = tk.default(broker)
+    return resolved
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A validated config file: broker settings, enabled plugins and their raw tables
+    (each plugin's table is validated against its schema once plugins are loaded)."""
+
+    source: str
+    broker: BrokerConfig
+    enabled_plugins: tuple[str, ...]
+    plugin_tables: Mapping[str, Mapping[str, Any]]
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for k, v in table.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(_flatten(v, name + "."))
+        else:
+            flat[name] = v
+    return flat
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` as Kafka's ``--override``; the value is read as a TOML value when it
+    parses as one (numbers, booleans, arrays), else taken as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--override {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value: Any = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def load_config(
+    path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> LoadedConfig:
+    """Read and validate a config file; ``overrides`` are ``key=value`` strings and
+    ``extra`` a mapping of Kafka names (for embedding), both applied over the file."""
+    source = str(path) if path is not None else "<defaults>"
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: no such config file") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{source}: not valid TOML: {e}") from None
+    plugins_table = data.pop("plugins", {})
+    if not isinstance(plugins_table, dict):
+        raise ConfigError(f"{source}: plugins: expected a table with enabled = [...]")
+    flat = _flatten(data)
+    plugin_values = dict(plugins_table)
+    for item in overrides:
+        key, value = parse_override(item)
+        _apply_override(key, value, flat, plugin_values)
+    for key, value in (extra or {}).items():
+        _apply_override(key, value, flat, plugin_values)
+
+    broker = BROKER_SCHEMA.build(flat, source)
+    enabled = plugin_values.pop("enabled", [])
+    if not isinstance(enabled, list) or not all(isinstance(p, str) for p in enabled):
+        raise ConfigError(f"{source}: plugins.enabled: expected a list of plugin names")
+    tables: dict[str, dict[str, Any]] = {}
+    for name, table in plugin_values.items():
+        if not isinstance(table, dict):
+            raise ConfigError(
+                f"{source}: plugins.{name}: expected a table [plugins.{name}] "
+                "(the only other key of [plugins] is enabled)"
+            )
+        tables[name] = _flatten(table)
+    return LoadedConfig(source, broker, tuple(dict.fromkeys(enabled)), tables)
+
+
+def _apply_override(
+    key: str, value: Any, flat: dict[str, Any], plugin_values: dict[str, Any]
+) -> None:
+    if key == "plugins.enabled":
+        plugin_values["enabled"] = value if isinstance(value, list) else [
+            s.strip() for s in str(value).split(",") if s.strip()
+        ]
+    elif key.startswith("plugins."):
+        name, _, sub = key[len("plugins."):].partition(".")
+        plugin_values.setdefault(name, {})[sub] = value
+    else:
+        flat[key] = value
+
+
+def build_plugin_settings(
+    schema: ConfigSchema, loaded: LoadedConfig, plugin: str
+) -> Any:
+    return schema.build(loaded.plugin_tables.get(plugin, {}), loaded.source)
+
+
+def settings_as_strings(settings: Any) -> dict[str, str | None]:
+    """Kafka name -> rendered value of every key of a settings object."""
+    return {
+        k.name: to_kafka_string(getattr(settings, k.attr))
+        for k in schema_keys(type(settings)).values()
+    }
+
+
+def replace_settings(settings: T, changes: Mapping[str, Any]) -> T:
+    """A copy of ``settings`` with Kafka-named changes applied (dynamic configs)."""
+    keys = schema_keys(type(settings))
+    return dataclasses.replace(  # type: ignore[type-var]
+        settings, **{keys[name].attr: v for name, v in changes.items()}
+    )

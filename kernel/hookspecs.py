@@ -1,0 +1,129 @@
+"""Every hook Kafkernel calls: the only contract between the kernel and plugins.
+
+A plugin is a module or a class (instantiated once per broker) with functions marked
+``@kernel.hookimpl``. The kernel's own handlers are registered through these same hooks.
+Hooks are synchronous; a hook with async work returns an awaitable that the kernel
+awaits. ``kernel.plugins.PluginFacade`` has one typed method per hook, so callers never
+spell ``pm.hook.<name>`` themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from kernel.cluster import MetadataBackend
+    from kernel.config import ConfigSchema
+    from kernel.routing import ApiRegistry, Session
+    from kernel.server import Broker
+
+PROJECT = "kafkernel"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# ---------------------------------------------------------------------------
+# registration
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def kafkernel_config_schema() -> ConfigSchema | None:
+    """Declare the keys of this plugin's TOML table ``[plugins.<name>]``.
+
+    The kernel validates the table against the schema with the same rules as the
+    broker's own settings (unknown key, wrong type: startup stops naming file and key).
+
+    :returns: the schema, or None when the plugin takes no settings.
+    """
+
+
+@hookspec
+def kafkernel_register_apis(registry: ApiRegistry) -> None:
+    """Register request handlers with ``registry.register(api_key, handler, ...)``.
+
+    :param registry: the broker's routing table; a second claim on an API key fails.
+    """
+
+
+@hookspec
+def kafkernel_register_sasl_mechanisms(registry: dict[str, object]) -> None:
+    """Add SASL mechanism implementations by name (``PLAIN``, ``SCRAM-SHA-256``, ...).
+
+    :param registry: mechanism name -> mechanism factory.
+    """
+
+
+# ---------------------------------------------------------------------------
+# providers (firstresult)
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def kafkernel_metadata_backend(broker: Broker) -> MetadataBackend | None:
+    """Provide the metadata backend; stops at first non-None result.
+
+    Exactly one enabled plugin must answer (``metadata_kraft`` or ``metadata_zk``).
+
+    :param broker: the broker being started, for its settings and data directory.
+    """
+
+
+@hookspec(firstresult=True)
+def kafkernel_authorize(
+    session: Session, operation: str, resource_type: str, resource_name: str
+) -> bool | None:
+    """Decide whether ``session.principal`` may perform ``operation`` (Kafka's ACL
+    operation name: READ, WRITE, CREATE, DESCRIBE, ...) on a resource (TOPIC, GROUP,
+    CLUSTER, TRANSACTIONAL_ID). Stops at first non-None result; with no authorizer
+    enabled every operation is allowed.
+
+    :returns: True to allow, False to deny, None to leave the decision to others.
+    """
+
+
+# ---------------------------------------------------------------------------
+# lifecycle
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def kafkernel_startup(broker: Broker) -> Awaitable[None] | None:
+    """Called once the kernel's components run (logs loaded, metadata published) and
+    before listeners accept connections. Start plugin state here.
+
+    :returns: an awaitable the kernel awaits before serving, or None.
+    """
+
+
+@hookspec
+def kafkernel_shutdown(broker: Broker) -> Awaitable[None] | None:
+    """Called after listeners stopped accepting, before logs are closed.
+
+    :returns: an awaitable the kernel awaits, or None.
+    """
+
+
+# ---------------------------------------------------------------------------
+# observers: called on the event loop, must not block
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def kafkernel_log_appended(topic: str, partition: int, base_offset: int, last_offset: int) -> None:
+    """Records ``base_offset..last_offset`` were appended to a local log (leader or
+    follower). Not yet committed: see ``kafkernel_high_watermark_changed``."""
+
+
+@hookspec
+def kafkernel_high_watermark_changed(topic: str, partition: int, high_watermark: int) -> None:
+    """The partition's high watermark moved: records below it are committed and
+    visible to consumers (a sink follows the log with this)."""
+
+
+@hookspec
+def kafkernel_segment_rolled(topic: str, partition: int, base_offset: int) -> None:
+    """A new active segment starting at ``base_offset`` was created."""
