@@ -414,7 +414,9 @@ class TopicConfigKey:
     key: ConfigKey  # type and check shared with the broker key
 
 
-def _topic_key(name: str, broker_key: str, default: Callable[[BrokerConfig], Any]) -> TopicConfigKey:
+def _topic_key(
+    name: str, broker_key: str, default: Callable[[BrokerConfig], Any]
+) -> TopicConfigKey:
     base = schema_keys(BrokerConfig)[broker_key]
     return TopicConfigKey(name, broker_key, default, dataclasses.replace(base, name=name))
 

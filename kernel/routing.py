@@ -90,7 +90,9 @@ class ApiRegistry:
                 f"plugin {self._owner!r}; enable only one of them"
             )
         if min_version > max_version:
-            raise RoutingError(f"API key {api_key}: empty version range {min_version}..{max_version}")
+            raise RoutingError(
+                f"API key {api_key}: empty version range {min_version}..{max_version}"
+            )
         for version in (min_version, max_version):
             try:
                 load_request_schema(api_key, version)
