@@ -125,3 +125,24 @@ class MetadataBackend(Protocol):
         partition_epoch: int,
     ) -> PartitionState:
         """Leader-driven ISR change (KIP-497); fenced by the epochs."""
+
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def topic_name_problem(name: str | None) -> str | None:
+    """Kafka's topic name rules (Topic.validate); None when the name is legal."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not set(name) <= _LEGAL_TOPIC_CHARS:
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
+    return None
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in ("__consumer_offsets", "__transaction_state")

@@ -498,6 +498,8 @@ class LoadedConfig:
     broker: BrokerConfig
     enabled_plugins: tuple[str, ...]
     plugin_tables: Mapping[str, Mapping[str, Any]]
+    # Broker keys set by the file or overrides (DescribeConfigs: STATIC_BROKER_CONFIG).
+    explicit_keys: frozenset[str] = frozenset()
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -564,7 +566,7 @@ def load_config(
                 "(the only other key of [plugins] is enabled)"
             )
         tables[name] = _flatten(table)
-    return LoadedConfig(source, broker, tuple(dict.fromkeys(enabled)), tables)
+    return LoadedConfig(source, broker, tuple(dict.fromkeys(enabled)), tables, frozenset(flat))
 
 
 def _apply_override(

@@ -1,0 +1,117 @@
+"""``kafkernel`` command line: serve, config check, plugins list, version."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+
+import kernel
+from kernel.config import ConfigError, load_config
+from kernel.plugins import installed_plugins
+
+
+def _run(coro_factory: object) -> None:
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        asyncio.run(coro_factory())  # type: ignore[operator]
+    else:
+        uvloop.run(coro_factory())  # type: ignore[operator]
+
+
+async def _serve(config: str | None, overrides: list[str]) -> None:
+    from kernel.server import Broker
+
+    broker = Broker(load_config(config, overrides))
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    def request_stop(signame: str) -> None:
+        if not stopping:
+            broker.log.info("shutting down", signal=signame)
+            stopping.append(loop.create_task(broker.stop()))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, request_stop, sig.name)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()
+        raise
+    await broker.wait_stopped()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    _run(lambda: _serve(args.config, args.override))
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    from kernel.server import Broker
+
+    # Building the Broker loads the plugins and validates their tables and routes,
+    # exactly as serve does, without binding sockets or touching data.
+    Broker(load_config(args.file, args.override))
+    print(f"{args.file}: ok")
+    return 0
+
+
+def cmd_plugins_list(args: argparse.Namespace) -> int:
+    enabled: tuple[str, ...] = ()
+    if args.config:
+        enabled = load_config(args.config, args.override).enabled_plugins
+    installed = installed_plugins()
+    for name, plugin in installed.items():
+        mark = "enabled" if name in enabled else "-"
+        print(f"{name:<20} {mark:<8} {plugin.value}  ({plugin.distribution or 'local'})")
+    for name in enabled:
+        if name not in installed:
+            print(f"{name:<20} {'enabled':<8} (module path)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkernel", description=kernel.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run a broker")
+    serve.add_argument("--config", "-c", help="TOML config file")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a setting (repeatable), e.g. broker.id=2")
+    serve.set_defaults(func=cmd_serve)
+
+    config = sub.add_parser("config", help="configuration tools")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser("check", help="validate a config file as serve would")
+    check.add_argument("file")
+    check.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    check.set_defaults(func=cmd_config_check)
+
+    plugins = sub.add_parser("plugins", help="plugin tools")
+    plugins_sub = plugins.add_subparsers(dest="plugins_command", required=True)
+    plist = plugins_sub.add_parser("list", help="installed plugins and which are enabled")
+    plist.add_argument("--config", "-c")
+    plist.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    plist.set_defaults(func=cmd_plugins_list)
+
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(func=lambda _a: print(kernel.__version__) or 0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as e:
+        print(f"kafkernel: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""Kernel-owned APIs, one module per API key. Each module declares ``API_KEY``,
+``MIN_VERSION``, ``MAX_VERSION`` and ``handle``; the kernel registers them through the
+same ``kafkernel_register_apis`` hook that plugins use."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from kernel.handlers import api_versions, metadata
+from kernel.hookspecs import hookimpl
+from kernel.routing import ApiRegistry
+
+HANDLER_MODULES: tuple[ModuleType, ...] = (
+    api_versions,
+    metadata,
+)
+
+
+@hookimpl
+def kafkernel_register_apis(registry: ApiRegistry) -> None:
+    for module in HANDLER_MODULES:
+        registry.register(
+            module.API_KEY, module.handle,
+            min_version=module.MIN_VERSION, max_version=module.MAX_VERSION,
+        )

@@ -1,0 +1,57 @@
+"""ApiVersions (key 18): generated from the routing table, so the broker advertises
+exactly the APIs and versions it serves."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.protocol.build import make, response_module
+from kernel.protocol.codec import encode_response
+from kernel.routing import ApiRegistry, RequestContext
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+# KIP-511: client software name and version must match this pattern.
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def _api_keys(module: Any, registry: ApiRegistry) -> tuple[Any, ...]:
+    return tuple(
+        module.ApiVersion(api_key=r.api_key, min_version=r.min_version, max_version=r.max_version)
+        for r in registry
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    error = ErrorCode.none
+    name = getattr(request, "client_software_name", None)
+    version = getattr(request, "client_software_version", None)
+    if ctx.api_version >= 3:
+        if not (name and _SOFTWARE.match(name) and version and _SOFTWARE.match(version)):
+            error = ErrorCode.invalid_request
+        else:
+            ctx.session.client_software_name = name
+            ctx.session.client_software_version = version
+    return make(
+        m.ApiVersionsResponse,
+        error_code=error,
+        api_keys=_api_keys(m, ctx.broker.routes),
+        throttle_time=datetime.timedelta(0),
+    )
+
+
+def unsupported_version_response(correlation_id: int, registry: ApiRegistry) -> bytes:
+    """Kafka's answer to an ApiVersions version it does not know: a v0 body with
+    UNSUPPORTED_VERSION and the supported ranges, so the client can retry lower."""
+    m = response_module(API_KEY, 0)
+    body = m.ApiVersionsResponse(
+        error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m, registry)
+    )
+    return encode_response(API_KEY, 0, correlation_id, body)

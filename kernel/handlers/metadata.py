@@ -1,0 +1,148 @@
+"""Metadata (key 3): brokers, controller, cluster id and topics from the cluster image,
+auto-creating requested topics when the broker and the request allow it."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.cluster import NO_LEADER, ClusterImage, NewTopic, TopicImage, topic_name_problem
+from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import KafkaError
+from kernel.routing import RequestContext
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+ZERO_UUID = uuid.UUID(int=0)
+# Kafka's "authorized operations not requested" sentinel.
+OPS_NOT_REQUESTED = -(2**31)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    image = broker.metadata.image
+    requested = request.topics
+    if requested is None or (ctx.api_version == 0 and not requested):
+        return _respond(ctx, image, _all_topics(ctx, image), [])
+    names: list[str | None] = []
+    for t in requested:
+        name = getattr(t, "name", None)
+        topic_id = getattr(t, "topic_id", None)
+        if name is None and topic_id not in (None, ZERO_UUID):
+            found = image.topics_by_id.get(topic_id)
+            names.append(found.name if found is not None else None)
+            if found is None:
+                names[-1] = f"\0{topic_id}"  # marks an unknown id
+        else:
+            names.append(name)
+    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    missing = [
+        n for n in dict.fromkeys(names)
+        if n is not None and not n.startswith("\0") and n not in image.topics
+        and topic_name_problem(n) is None
+    ]
+    if missing and allow_auto and broker.config.auto_create_topics_enable:
+        creatable = [n for n in missing if broker.plugins.authorize(
+            ctx.session, "CREATE", "TOPIC", n)]
+        if creatable:
+            return _create_then_respond(ctx, names, creatable)
+    return _respond(ctx, image, [], names)
+
+
+async def _create_then_respond(ctx: RequestContext, names: list[str | None],
+                               creatable: list[str]) -> Any:
+    broker = ctx.broker
+    cfg = broker.config
+    for name in creatable:
+        try:
+            await broker.metadata.create_topics([
+                NewTopic(name, cfg.num_partitions, cfg.default_replication_factor)
+            ])
+        except KafkaError as e:
+            if e.error_code != ErrorCode.topic_already_exists:
+                broker.log.warning("auto-create failed", topic=name, error=e.error_code.name)
+    return _respond(ctx, broker.metadata.image, [], names)
+
+
+def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
+    authorize = ctx.broker.plugins.authorize
+    return [t for t in image.topics.values()
+            if authorize(ctx.session, "DESCRIBE", "TOPIC", t.name)]
+
+
+def _respond(ctx: RequestContext, image: ClusterImage, topics: list[TopicImage],
+             names: list[str | None]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    authorize = ctx.broker.plugins.authorize
+    entries = [_topic(m, t, ErrorCode.none) for t in topics]
+    for name in dict.fromkeys(names):
+        if name is None:
+            entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id))
+        elif name.startswith("\0"):
+            entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id, uuid.UUID(name[1:])))
+        elif not authorize(ctx.session, "DESCRIBE", "TOPIC", name):
+            entries.append(_error_topic(m, name, ErrorCode.topic_authorization_failed))
+        elif (topic := image.topics.get(name)) is not None:
+            entries.append(_topic(m, topic, ErrorCode.none))
+        elif topic_name_problem(name) is not None:
+            entries.append(_error_topic(m, name, ErrorCode.invalid_topic_exception))
+        else:
+            entries.append(_error_topic(m, name, ErrorCode.unknown_topic_or_partition))
+    brokers = tuple(
+        make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in image.brokers.values()
+    )
+    return make(
+        m.MetadataResponse,
+        throttle_time=datetime.timedelta(0),
+        brokers=brokers,
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=OPS_NOT_REQUESTED,
+        error_code=ErrorCode.none,
+    )
+
+
+def _topic(m: Any, topic: TopicImage, error: ErrorCode) -> Any:
+    partitions = tuple(
+        make(
+            m.MetadataResponsePartition,
+            error_code=ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=p.replicas,
+            isr_nodes=p.isr,
+            offline_replicas=p.offline_replicas,
+        )
+        for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
+    )
+    return make(
+        m.MetadataResponseTopic,
+        error_code=error,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=partitions,
+        topic_authorized_operations=OPS_NOT_REQUESTED,
+    )
+
+
+def _error_topic(m: Any, name: str | None, error: ErrorCode,
+                 topic_id: uuid.UUID = ZERO_UUID) -> Any:
+    return make(
+        m.MetadataResponseTopic,
+        error_code=error,
+        # Names became nullable in v12 (topics requested by id).
+        name=name if name is not None or m.MetadataResponse.__version__ >= 12 else "",
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=OPS_NOT_REQUESTED,
+    )

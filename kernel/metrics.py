@@ -1,0 +1,92 @@
+"""Prometheus metrics: one CollectorRegistry per broker (two brokers in one process
+must not share counters) and the /metrics HTTP endpoint."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from kio.index import UnknownAPIKey
+from kio.schema.index import api_key_map
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+import kernel
+
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0,
+)
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return api_key_map[api_key]
+    except KeyError:
+        raise UnknownAPIKey(api_key) from None
+
+
+class BrokerMetrics:
+    """The kernel's metrics; plugins register theirs on ``registry``."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "kafkernel_requests", "Requests handled, by API.", ["api"], registry=r
+        )
+        self.request_latency = Histogram(
+            "kafkernel_request_latency_seconds", "Time from decoded request to encoded "
+            "response, by API.", ["api"], buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.bytes_in = Counter("kafkernel_network_bytes_in", "Request bytes received.", registry=r)
+        self.bytes_out = Counter("kafkernel_network_bytes_out", "Response bytes sent.", registry=r)
+        self.connections = Gauge(
+            "kafkernel_active_connections", "Open client connections.", ["listener"], registry=r
+        )
+        self.errors = Counter(
+            "kafkernel_errors", "Error codes returned, by error name.", ["error"], registry=r
+        )
+        self.build_info = Gauge(
+            "kafkernel_build_info", "Build of this broker (value is always 1).",
+            ["version", "broker_id"], registry=r,
+        )
+        self.build_info.labels(kernel.__version__, str(broker_id)).set(1)
+        # Labelled children are looked up once per API: a label lookup per request
+        # would cost more than the counting.
+        self._per_api: dict[int, tuple[Any, Any]] = {}
+        self._http: WSGIServer | None = None
+        self._http_thread: threading.Thread | None = None
+
+    def request_done(self, api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
+        children = self._per_api.get(api_key)
+        if children is None:
+            name = api_name(api_key)
+            children = (self.requests.labels(name), self.request_latency.labels(name))
+            self._per_api[api_key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+        self.bytes_in.inc(bytes_in + 4)
+        if bytes_out:
+            self.bytes_out.inc(bytes_out)
+
+    def error(self, code: Any) -> None:
+        self.errors.labels(getattr(code, "name", str(code))).inc()
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the /metrics endpoint in a daemon thread; returns the bound port."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http, self._http_thread = server, thread
+        return int(server.server_address[1])
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None

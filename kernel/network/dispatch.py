@@ -1,0 +1,120 @@
+"""From a request frame to a response frame: decode, route, handle, encode, measure.
+
+The dispatcher is transport-free: the connection hands it a frame and gets back the
+response bytes, None (no response, e.g. Produce acks=0) or an awaitable of either.
+Synchronous handlers are answered without creating a task, which keeps small requests
+cheap; handlers that wait (long-poll Fetch, acks=all Produce, group joins) return an
+awaitable and the connection holds back later requests until it resolves.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.handlers.api_versions import unsupported_version_response
+from kernel.protocol.build import has_field
+from kernel.protocol.codec import (
+    InvalidRequest,
+    decode_request,
+    default_entity,
+    encode_response,
+    peek_header,
+    response_class,
+)
+from kernel.protocol.errors import KafkaError
+from kernel.routing import RequestContext, Session
+
+if TYPE_CHECKING:
+    from kernel.server import Broker
+
+API_VERSIONS = 18
+# Requests allowed before SASL authentication completes (KIP-152 ordering).
+PRE_AUTH_APIS = frozenset({17, 18, 36})
+
+ResponseBytes = bytes | None
+
+
+class RequestDispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._routes = broker.routes
+        self._metrics = broker.metrics
+        self._log = broker.log
+        self.log = broker.log
+
+    def dispatch(
+        self, frame: bytes | bytearray, session: Session
+    ) -> ResponseBytes | Awaitable[ResponseBytes]:
+        """Raises InvalidRequest when the connection must be closed."""
+        api_key, api_version, correlation_id = peek_header(frame)
+        route = self._routes.get(api_key)
+        if route is None or not route.min_version <= api_version <= route.max_version:
+            if api_key == API_VERSIONS:
+                return unsupported_version_response(correlation_id, self._routes)
+            if route is None:
+                raise InvalidRequest(f"unsupported API key {api_key}")
+            raise InvalidRequest(
+                f"unsupported version {api_version} of API key {api_key} "
+                f"(serving {route.min_version}..{route.max_version})"
+            )
+        if not session.authenticated and api_key not in PRE_AUTH_APIS:
+            raise InvalidRequest(f"API key {api_key} before authentication completed")
+        header, body = decode_request(frame)
+        ctx = RequestContext(
+            self._broker, session, api_key, api_version, correlation_id, header.client_id,
+            len(frame),
+        )
+        started = time.perf_counter()
+        try:
+            result = route.handler(ctx, body)
+        except KafkaError as e:
+            return self._finish(ctx, self._error_response(ctx, e.error_code, e.message), started)
+        except Exception:
+            self._log.exception("handler failed", api_key=api_key, api_version=api_version)
+            return self._finish(
+                ctx, self._error_response(ctx, ErrorCode.unknown_server_error, None), started
+            )
+        if inspect.isawaitable(result):
+            return self._finish_later(ctx, result, started)
+        return self._finish(ctx, result, started)
+
+    async def _finish_later(
+        self, ctx: RequestContext, pending: Awaitable[Any], started: float
+    ) -> ResponseBytes:
+        try:
+            result = await pending
+        except KafkaError as e:
+            result = self._error_response(ctx, e.error_code, e.message)
+        except Exception:
+            self._log.exception("handler failed", api_key=ctx.api_key, api_version=ctx.api_version)
+            result = self._error_response(ctx, ErrorCode.unknown_server_error, None)
+        return self._finish(ctx, result, started)
+
+    def _finish(self, ctx: RequestContext, body: Any, started: float) -> ResponseBytes:
+        if body is None:
+            self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, 0)
+            return None
+        frame = encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, len(frame))
+        code = getattr(body, "error_code", None)
+        if code:
+            self._metrics.error(code)
+        return frame
+
+    def _error_response(self, ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
+        """Kafka's top-level error answer; APIs without a top-level error code get their
+        empty response (handlers of those report errors per item themselves)."""
+        cls = response_class(ctx.api_key, ctx.api_version)
+        values: dict[str, Any] = {}
+        if has_field(cls, "error_code"):
+            values["error_code"] = code
+        if message is not None and has_field(cls, "error_message"):
+            values["error_message"] = message
+        if not values:
+            self._metrics.error(code)
+        return default_entity(cls, **values)

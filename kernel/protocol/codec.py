@@ -1,0 +1,156 @@
+"""Sans-io request decoding and response encoding through kio.
+
+A request frame (without its size prefix) starts with api key, api version and
+correlation id; the header version that follows (v0/v1/v2) and the body schema are
+picked by (api key, version). Responses are framed with their size prefix and the
+response header version kio declares for the API version, except ApiVersions, whose
+response header is always v0 (a client cannot know the flexible header before it knows
+the versions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import typing
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+API_VERSIONS_KEY = 18
+_HEAD = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+class InvalidRequest(Exception):
+    """A frame that cannot be decoded; Kafka closes the connection on these."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) without decoding further."""
+    if len(frame) < _HEAD.size:
+        raise InvalidRequest(f"request of {len(frame)} bytes is shorter than a header")
+    return _HEAD.unpack_from(frame, 0)
+
+
+@cache
+def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, Any]:
+    """(request class, header reader, body reader); raises InvalidRequest when kio has
+    no schema for the pair."""
+    try:
+        cls = load_request_schema(api_key, api_version)
+    except UnknownAPIKey:
+        raise InvalidRequest(f"unknown API key {api_key}") from None
+    except UnknownEntity:
+        raise InvalidRequest(f"unsupported version {api_version} of API key {api_key}") from None
+    return cls, entity_reader(cls.__header_schema__), entity_reader(cls)
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
+    api_key, api_version, correlation_id = peek_header(frame)
+    cls, header_reader, body_reader = request_codec(api_key, api_version)
+    try:
+        header, offset = header_reader(frame, 0)
+        body, _ = body_reader(frame, offset)
+    except Exception as e:  # kio raises several types for malformed input
+        raise InvalidRequest(
+            f"malformed {cls.__name__} v{api_version}: {type(e).__name__}: {e}"
+        ) from None
+    return (
+        RequestHeader(api_key, api_version, correlation_id, getattr(header, "client_id", None)),
+        body,
+    )
+
+
+@cache
+def response_codec(api_key: int, api_version: int) -> tuple[Any, Any, bool]:
+    """(response class, body writer, flexible header?)"""
+    cls = load_response_schema(api_key, api_version)
+    flexible_header = api_key != API_VERSIONS_KEY and cls.__header_schema__.__version__ >= 1
+    return cls, entity_writer(cls), flexible_header
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """The whole response frame, size prefix included."""
+    _, writer, flexible_header = response_codec(api_key, api_version)
+    buf = io.BytesIO()
+    buf.write(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    if flexible_header:
+        buf.write(b"\x00")  # no tagged fields
+    writer(buf, body)
+    view = buf.getbuffer()
+    _SIZE.pack_into(view, 0, len(view) - 4)
+    del view
+    return buf.getvalue()
+
+
+def response_class(api_key: int, api_version: int) -> Any:
+    return response_codec(api_key, api_version)[0]
+
+
+# ---------------------------------------------------------------------------
+# default ("error") responses
+# ---------------------------------------------------------------------------
+
+
+def _default_for(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is tuple:
+        return ()
+    if type(None) in args:
+        return None
+    if isinstance(tp, type):
+        if issubclass(tp, ErrorCode):
+            return ErrorCode.none
+        if issubclass(tp, bool):
+            return False
+        if issubclass(tp, datetime.timedelta):
+            return datetime.timedelta(0)
+        if issubclass(tp, datetime.datetime):
+            return datetime.datetime.fromtimestamp(0, datetime.UTC)
+        if issubclass(tp, int | float):
+            return tp(0)
+        if issubclass(tp, str):
+            return ""
+        if issubclass(tp, bytes):
+            return b""
+        if issubclass(tp, uuid.UUID):
+            return uuid.UUID(int=0)
+        if dataclasses.is_dataclass(tp):
+            return default_entity(tp)
+    raise TypeError(f"no default for {tp!r}")
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def default_entity(cls: type, **values: Any) -> Any:
+    """An instance of a kio entity with every required field at its zero value;
+    ``values`` override. Used for the top-level error answer of any API."""
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            kwargs[f.name] = values[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kwargs[f.name] = _default_for(hints[f.name])
+    return cls(**kwargs)

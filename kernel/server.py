@@ -1,0 +1,158 @@
+"""The Broker: wires the kernel's components and plugins, in a fixed start/stop order.
+
+Start: plugins loaded and their tables validated -> routes registered (ApiVersions is
+generated from them) -> listeners bound (not yet serving, so port 0 resolves to the
+real port before registration) -> metadata backend started (replay, registration) ->
+plugins' startup -> listeners serve. Stop is the reverse: stop accepting, let in-flight
+requests finish, plugins' shutdown, metadata backend stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kernel import handlers
+from kernel.cluster import BrokerRegistration, MetadataBackend
+from kernel.config import ConfigError, LoadedConfig
+from kernel.logging import make_logger
+from kernel.metrics import BrokerMetrics
+from kernel.network.dispatch import RequestDispatcher
+from kernel.network.listener import Endpoint, Listener, parse_endpoints
+from kernel.plugins import PluginFacade
+from kernel.routing import ApiRegistry, RoutingError
+
+SHUTDOWN_GRACE_S = 5.0
+
+
+class Broker:
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self.loaded = loaded
+        self.config = loaded.broker
+        cfg = self.config
+        self.log: Any = make_logger(cfg.logging_format, cfg.logging_level, broker_id=cfg.broker_id)
+        self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
+        self._plugin_settings = self._validate_plugin_tables()
+        self.routes = ApiRegistry()
+        try:
+            self.plugins.register_apis(self.routes)
+        except RoutingError as e:
+            raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
+        self.metrics = BrokerMetrics(cfg.broker_id)
+        self.endpoints = parse_endpoints(
+            cfg.listeners, cfg.listener_security_protocol_map, "listeners"
+        )
+        self.advertised = (
+            parse_endpoints(cfg.advertised_listeners, cfg.listener_security_protocol_map,
+                            "advertised.listeners")
+            if cfg.advertised_listeners else None
+        )
+        self.dispatcher = RequestDispatcher(self)
+        self.listeners = [
+            Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
+                     idle_timeout_ms=cfg.connections_max_idle_ms)
+            for e in self.endpoints
+        ]
+        self._metadata: MetadataBackend | None = None
+        self.registration: BrokerRegistration | None = None
+        self.metrics_port: int | None = None
+        self._stopped = asyncio.Event()
+        self._started = False
+
+    def _validate_plugin_tables(self) -> dict[str, Any]:
+        schemas = self.plugins.config_schemas()
+        settings: dict[str, Any] = {}
+        for name in self.loaded.enabled_plugins:
+            table = self.loaded.plugin_tables.get(name, {})
+            schema = schemas.get(name)
+            if schema is None:
+                if table:
+                    raise ConfigError(
+                        f"{self.loaded.source}: plugins.{name}: plugin {name!r} takes no settings"
+                    )
+                continue
+            settings[name] = schema.build(table, self.loaded.source)
+        for name in self.loaded.plugin_tables:
+            if name not in self.loaded.enabled_plugins:
+                raise ConfigError(
+                    f"{self.loaded.source}: plugins.{name}: settings for a plugin that is not "
+                    f"enabled; enabled: {', '.join(self.loaded.enabled_plugins) or 'none'}"
+                )
+        return settings
+
+    def plugin_settings(self, name: str) -> Any:
+        """The validated ``[plugins.<name>]`` table of an enabled plugin."""
+        return self._plugin_settings.get(name)
+
+    @property
+    def metadata(self) -> MetadataBackend:
+        if self._metadata is None:
+            raise RuntimeError("metadata backend not started")
+        return self._metadata
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port of the first listener, for clients."""
+        first = self.listeners[0]
+        host = first.endpoint.host or "127.0.0.1"
+        return f"{host}:{first.port}"
+
+    def _advertised_endpoint(self) -> Endpoint:
+        if self.advertised:
+            ep = self.advertised[0]
+            bound = {lst.endpoint.listener_name: lst.port for lst in self.listeners}
+            port = ep.port or bound.get(ep.listener_name, ep.port)
+            return Endpoint(ep.listener_name, ep.host, port, ep.security_protocol)
+        first = self.listeners[0]
+        host = first.endpoint.host or "127.0.0.1"
+        if host in ("0.0.0.0", "::"):
+            import socket
+            host = socket.getfqdn()
+        return Endpoint(first.endpoint.listener_name, host, first.port,
+                        first.endpoint.security_protocol)
+
+    async def start(self) -> None:
+        cfg = self.config
+        for listener in self.listeners:
+            await listener.bind()
+        ep = self._advertised_endpoint()
+        self.registration = BrokerRegistration(
+            cfg.broker_id, ep.host, ep.port, cfg.broker_rack, ep.listener_name
+        )
+        backend = self.plugins.metadata_backend(self)
+        if backend is None:
+            raise ConfigError(
+                f"{self.loaded.source}: plugins.enabled: no metadata plugin is enabled; "
+                "enable metadata_kraft (embedded) or metadata_zk"
+            )
+        self._metadata = backend
+        await backend.start()
+        await self.plugins.startup(self)
+        if cfg.metrics_port >= 0:
+            self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+        for listener in self.listeners:
+            await listener.start_serving()
+        self._started = True
+        self.log.info(
+            "broker started", listeners=[f"{lst.endpoint.listener_name}://"
+                                         f"{lst.endpoint.host}:{lst.port}"
+                                         for lst in self.listeners],
+            plugins=list(self.loaded.enabled_plugins), metrics_port=self.metrics_port,
+        )
+
+    async def stop(self) -> None:
+        for listener in self.listeners:
+            await listener.stop_accepting()
+        for listener in self.listeners:
+            await listener.close_connections(SHUTDOWN_GRACE_S)
+        if self._started:
+            await self.plugins.shutdown(self)
+        if self._metadata is not None:
+            await self._metadata.stop()
+        self.metrics.close()
+        self._started = False
+        self._stopped.set()
+        self.log.info("broker stopped")
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()

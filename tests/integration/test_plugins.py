@@ -1,0 +1,104 @@
+"""Plugins chosen in the config: a plugin adds an API (advertised only while enabled),
+and bad plugin configurations stop startup with one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+
+from kernel.config import ConfigError
+from kernel.testing.embedded import EmbeddedBroker
+from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.plugins.hello_plugin import NAME
+
+HELLO = NAME
+
+
+def _advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
+    with connect(bootstrap) as sock:
+        sock.sendall(encode_request(ApiVersionsRequest()))
+        frame = recv_frame(sock)
+        assert frame is not None
+        _, body = decode_response(frame, 18, 0)
+        return {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+
+
+def test_plugin_adds_an_api_and_reads_its_table(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory(plugins=["metadata_kraft", HELLO],
+                       plugin_settings={HELLO: {"producer_byte_rate": 2048}})
+    assert _advertised(b.bootstrap)[48] == (0, 1)
+    with connect(b.bootstrap) as sock:
+        sock.sendall(encode_request(DescribeClientQuotasRequest(components=(), strict=False)))
+        frame = recv_frame(sock)
+        assert frame is not None
+        _, body = decode_response(frame, 48, 1)
+    assert body.entries[0].values[0].key == "producer_byte_rate"
+    assert body.entries[0].values[0].value == 2048.0
+
+
+def test_disabled_plugin_is_not_advertised(broker: EmbeddedBroker) -> None:
+    versions = _advertised(broker.bootstrap)
+    assert 48 not in versions
+    assert 18 in versions and 3 in versions
+
+
+def test_two_plugins_claiming_one_api_key_stop_startup() -> None:
+    with pytest.raises(ConfigError, match=r"API key 3 is claimed by both plugin 'kernel' and "
+                                          r"plugin 'tests.plugins.hello_plugin:ClashingPlugin'"):
+        EmbeddedBroker(plugins=["metadata_kraft",
+                                "tests.plugins.hello_plugin:ClashingPlugin"]).start()
+
+
+def test_unknown_plugin_names_what_is_installed() -> None:
+    with pytest.raises(ConfigError, match=r"plugin 'nosuch' can't be found, is the plugin "
+                                          r"not installed\? Installed plugins: .*metadata_kraft"):
+        EmbeddedBroker(plugins=["metadata_kraft", "nosuch"]).start()
+
+
+def test_plugin_table_is_validated_by_its_schema() -> None:
+    with pytest.raises(ConfigError, match=r"producer_byte_rate: expected a number"):
+        EmbeddedBroker(plugins=["metadata_kraft", HELLO],
+                       plugin_settings={HELLO: {"producer_byte_rate": "fast"}}).start()
+    with pytest.raises(ConfigError, match=r"unknown key; allowed keys: producer_byte_rate"):
+        EmbeddedBroker(plugins=["metadata_kraft", HELLO],
+                       plugin_settings={HELLO: {"consumer_byte_rate": 1}}).start()
+
+
+def test_no_metadata_plugin_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="no metadata plugin is enabled"):
+        EmbeddedBroker(plugins=[]).start()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernel", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_config_check_cli(tmp_path: Path) -> None:
+    good = tmp_path / "good.toml"
+    good.write_text('broker.id = 3\nlog.dirs = "data"\n[plugins]\nenabled = ["metadata_kraft"]\n')
+    result = _cli("config", "check", str(good))
+    assert result.returncode == 0, result.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text('num.partitions = "many"\n[plugins]\nenabled = ["metadata_kraft"]\n')
+    result = _cli("config", "check", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"kafkernel: {bad}: num.partitions: expected an integer, got 'many'"
+    )
+    result = _cli("config", "check", str(good), "--override", "broker.idd=1")
+    assert result.returncode == 2 and "broker.idd: unknown key" in result.stderr
+
+
+def test_plugins_list_cli(tmp_path: Path) -> None:
+    cfg = tmp_path / "k.toml"
+    cfg.write_text('[plugins]\nenabled = ["metadata_kraft"]\n')
+    result = _cli("plugins", "list", "--config", str(cfg))
+    assert result.returncode == 0
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("metadata_kraft"))
+    assert "enabled" in line

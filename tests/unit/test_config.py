@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel.config import (
+    ConfigError,
+    load_config,
+    parse_override,
+    resolve_topic_configs,
+    validate_topic_configs,
+)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "k.toml"
+    p.write_text(text)
+    return p
+
+
+def test_dotted_and_quoted_keys_and_plugin_tables(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, """
+broker.id = 7
+"log.segment.bytes" = 2048
+log.dirs = ["a", "b"]
+listeners = "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0"
+[plugins]
+enabled = ["metadata_kraft", "metadata_kraft"]
+[plugins.metadata_kraft]
+x = 1
+"""))
+    assert cfg.broker.broker_id == 7
+    assert cfg.broker.log_segment_bytes == 2048
+    assert cfg.broker.log_dirs == ["a", "b"]
+    assert cfg.broker.listeners == ["PLAINTEXT://127.0.0.1:0", "OTHER://127.0.0.1:0"]
+    assert cfg.enabled_plugins == ("metadata_kraft",)
+    assert cfg.plugin_tables == {"metadata_kraft": {"x": 1}}
+    assert "broker.id" in cfg.explicit_keys and "num.partitions" not in cfg.explicit_keys
+
+
+def test_kafka_defaults() -> None:
+    b = load_config(None).broker
+    assert b.num_partitions == 1
+    assert b.message_max_bytes == 1048588
+    assert b.log_segment_bytes == 1073741824
+    assert b.log_retention_ms_resolved == 168 * 3600 * 1000
+    assert b.socket_request_max_bytes == 104857600
+    assert b.auto_create_topics_enable is True
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("num.partitionz = 1", "num.partitionz: unknown key; allowed keys: "),
+    ("num.partitions = 'x'", "num.partitions: expected an integer, got 'x'"),
+    ("num.partitions = 0", "num.partitions: 0 is not allowed; expected a value >= 1"),
+    ("auto.create.topics.enable = 1", "expected true or false"),
+    ("log.message.timestamp.type = 'Other'", "expected one of CreateTime, LogAppendTime"),
+    ("[plugins]\nenabled = 'x'", "plugins.enabled: expected a list of plugin names"),
+    ("[plugins]\nfoo = 1", "plugins.foo: expected a table"),
+    ("num.partitions = ", "not valid TOML"),
+])
+def test_errors_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value).startswith(str(path) + ": ")
+    assert message in str(e.value)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config("/nonexistent/kafkernel.toml")
+
+
+def test_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "broker.id = 1\n[plugins]\nenabled = ['a']\n")
+    cfg = load_config(path, ["broker.id=2", "log.dirs=[\"x\"]", "plugins.enabled=b,c",
+                             "plugins.b.key=v"])
+    assert cfg.broker.broker_id == 2
+    assert cfg.broker.log_dirs == ["x"]
+    assert cfg.enabled_plugins == ("b", "c")
+    assert cfg.plugin_tables == {"b": {"key": "v"}}
+    assert parse_override("listeners=PLAINTEXT://h:1") == ("listeners", "PLAINTEXT://h:1")
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_override("novalue")
+
+
+def test_topic_configs_validate_and_resolve() -> None:
+    assert validate_topic_configs({"retention.ms": "1000", "cleanup.policy": "compact,delete"}) \
+        == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
+    with pytest.raises(ConfigError, match="unknown topic config 'retention.mss'"):
+        validate_topic_configs({"retention.mss": "1"})
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        validate_topic_configs({"cleanup.policy": "forever"})
+    broker = load_config(None, ["log.retention.hours=1", "message.max.bytes=100"]).broker
+    resolved = resolve_topic_configs(broker, {"segment.bytes": "4096"})
+    assert resolved["retention.ms"] == 3_600_000
+    assert resolved["max.message.bytes"] == 100
+    assert resolved["segment.bytes"] == 4096
