@@ -1,0 +1,23 @@
+"""Purgatory: requests that wait for a condition or a timeout (acks=all Produce, Fetch
+long poll, group joins), on a hierarchical timing wheel driven by the event loop."""
+
+from kernel.purgatory.delayed import DelayedOperation, Purgatory
+from kernel.purgatory.timing_wheel import (
+    Timer,
+    TimerTask,
+    TimerTaskEntry,
+    TimerTaskList,
+    TimingWheel,
+    monotonic_ms,
+)
+
+__all__ = [
+    "DelayedOperation",
+    "Purgatory",
+    "Timer",
+    "TimerTask",
+    "TimerTaskEntry",
+    "TimerTaskList",
+    "TimingWheel",
+    "monotonic_ms",
+]
