@@ -1,0 +1,56 @@
+"""KRaft-style metadata, the embedded default: no external service.
+
+The cluster's metadata is a log of records that mirror KRaft's record types
+(``records``), kept in ``<metadata.log.dir>/__cluster_metadata-0/``, fsynced on every
+append and replayed at startup to rebuild the cluster image. This node is the only
+voter of the quorum, so it is always the active controller. ``meta.properties`` in
+every log directory ties the directories to one cluster id and node id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel.config import ConfigSchema, setting
+from kernel.hookspecs import hookimpl
+
+from .backend import KRaftMetadataBackend
+
+if TYPE_CHECKING:
+    from kernel.server import Broker
+
+__all__ = ["KRaftMetadataBackend", "KRaftSettings"]
+
+PLUGIN_NAME = "metadata_kraft"
+
+
+@dataclass(frozen=True, slots=True)
+class KRaftSettings:
+    metadata_log_dir: str | None = setting(
+        "metadata.log.dir", None,
+        "Directory of the metadata log (__cluster_metadata-0); defaults to the first of "
+        "log.dirs.",
+    )
+
+
+@hookimpl
+def kafkernel_config_schema() -> ConfigSchema:
+    return ConfigSchema(f"plugins.{PLUGIN_NAME}", KRaftSettings)
+
+
+@hookimpl
+def kafkernel_metadata_backend(broker: Broker) -> KRaftMetadataBackend:
+    config = broker.config
+    settings: KRaftSettings = broker.plugin_settings(PLUGIN_NAME) or KRaftSettings()
+    registration = broker.registration
+    if registration is None:
+        raise RuntimeError("the broker's registration is resolved after listeners bind")
+    log_dirs = [Path(d) for d in config.log_dirs]
+    metadata_log_dir = (
+        Path(settings.metadata_log_dir) if settings.metadata_log_dir else log_dirs[0]
+    )
+    return KRaftMetadataBackend(
+        metadata_log_dir, log_dirs, config.broker_id, registration, logger=broker.log
+    )

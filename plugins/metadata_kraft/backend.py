@@ -1,0 +1,542 @@
+"""The KRaft-style metadata backend: the active controller of a single-node quorum.
+
+Every change follows KRaft's controller: validate against the current image, turn the
+request into metadata records, replay them onto the image (so a batch that would not
+replay never reaches the log), append them as one batch and fsync, and only then
+publish the new image and tell listeners. With one voter the fsynced append is the
+commit; a replicated quorum would wait for a majority at the same point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from kernel.cluster import (
+    NO_LEADER,
+    BrokerRegistration,
+    ClusterImage,
+    ImageListener,
+    NewTopic,
+    PartitionState,
+    TopicImage,
+)
+from kernel.protocol.errors import ErrorCode, KafkaError
+
+from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
+from .log import MetadataLog
+from .placement import assign_replicas
+from .properties import ensure_meta_properties
+from .records import (
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+T = TypeVar("T")
+
+
+def _retrieve_result(task: asyncio.Task[Any]) -> None:
+    # A caller cancelled while its change was being committed: the change still
+    # completes, and its result or error is dropped without a "never retrieved" warning.
+    if not task.cancelled():
+        task.exception()
+
+
+class KRaftMetadataBackend:
+    """Metadata log + controller of a single-node KRaft quorum; implements
+    ``kernel.cluster.MetadataBackend``.
+
+    :param metadata_log_dir: Kafka's ``metadata.log.dir``; the log lives in its
+        ``__cluster_metadata-0`` subdirectory.
+    :param log_dirs: the broker's ``log.dirs``; each gets a ``meta.properties``.
+    :param node_id: this node's id (``broker.id``); it is also the controller id.
+    :param registration: how clients reach this broker; registered on ``start()``.
+    :param logger: a structlog logger (the broker's); a default one when omitted.
+    :param rng: randomness of replica placement (tests pass a seeded one).
+    """
+
+    def __init__(
+        self,
+        metadata_log_dir: Path,
+        log_dirs: Sequence[Path],
+        node_id: int,
+        registration: BrokerRegistration,
+        *,
+        logger: Any = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if registration.node_id != node_id:
+            raise ValueError(
+                f"registration is for node {registration.node_id}, this node is {node_id}"
+            )
+        self._metadata_log_dir = Path(metadata_log_dir)
+        self._log_dirs = [Path(d) for d in log_dirs]
+        self._node_id = node_id
+        self._registration = registration
+        self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_kraft")
+        self._rng = rng or random.Random()
+        self._metadata_log = MetadataLog(self._metadata_log_dir, self._log)
+        self._image = empty_image("", node_id)
+        self._listeners: list[ImageListener] = []
+        # Created in start() so it belongs to the loop that runs the backend.
+        self._lock: asyncio.Lock | None = None
+        self._started = False
+        self._incarnation_id = uuid.uuid4()
+        self._broker_epoch: int | None = None
+
+    # -- reading ----------------------------------------------------------------
+
+    @property
+    def image(self) -> ClusterImage:
+        return self._image
+
+    @property
+    def cluster_id(self) -> str:
+        return self._image.cluster_id
+
+    @property
+    def broker_epoch(self) -> int | None:
+        """Offset of this broker's latest RegisterBrokerRecord, as KRaft's broker epoch."""
+        return self._broker_epoch
+
+    @property
+    def metadata_log(self) -> MetadataLog:
+        return self._metadata_log
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("metadata backend already started")
+        loop = asyncio.get_running_loop()
+        self._lock = asyncio.Lock()
+        cluster_id = await loop.run_in_executor(
+            None, ensure_meta_properties, [*self._log_dirs, self._metadata_log_dir],
+            self._node_id,
+        )
+        image = await loop.run_in_executor(None, self._load, cluster_id)
+        self._started = True
+        self._publish(image)
+        self._broker_epoch = await self.register_broker(
+            self._registration, incarnation_id=self._incarnation_id
+        )
+        self._log.info(
+            "metadata log loaded", cluster_id=cluster_id, node_id=self._node_id,
+            path=str(self._metadata_log.path), next_offset=self._metadata_log.next_offset,
+            topics=len(self._image.topics),
+        )
+
+    def _load(self, cluster_id: str) -> ClusterImage:
+        """Replay the whole log into one image (blocking)."""
+        batches = self._metadata_log.open()
+        try:
+            delta = MetadataDelta(empty_image(cluster_id, self._node_id))
+            for _, records in batches:
+                for record in records:
+                    delta.replay(record)
+            return delta.apply()
+        except BaseException:
+            self._metadata_log.close()
+            raise
+
+    async def stop(self) -> None:
+        if self._lock is None:
+            self._metadata_log.close()
+            return
+        async with self._lock:  # let an in-flight commit finish
+            self._started = False
+            self._metadata_log.close()
+
+    # -- the commit path --------------------------------------------------------
+
+    async def _serialized(self, operation: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run one controller operation alone, and to the end even if the caller is
+        cancelled: once a batch may be on disk, the published image must follow it."""
+        lock = self._lock
+        if lock is None or not self._started:
+            raise RuntimeError("metadata backend is not started")
+
+        async def run() -> T:
+            async with lock:
+                if not self._started:
+                    raise RuntimeError("metadata backend is stopped")
+                return await operation()
+
+        task = asyncio.ensure_future(run())
+        task.add_done_callback(_retrieve_result)
+        return await asyncio.shield(task)
+
+    async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
+        delta = MetadataDelta(self._image)
+        for record in records:
+            delta.replay(record)
+        image = delta.apply()
+        await self._metadata_log.append(records)
+        self._publish(image)
+        return image
+
+    def _publish(self, image: ClusterImage) -> None:
+        previous, self._image = self._image, image
+        for listener in tuple(self._listeners):
+            try:
+                listener(previous, image)
+            except Exception:
+                # The change is committed; one failing listener must not hide it from
+                # the others or fail the request that made it.
+                self._log.exception("metadata listener failed", listener=repr(listener))
+
+    # -- brokers ----------------------------------------------------------------
+
+    async def register_broker(
+        self, registration: BrokerRegistration, *, incarnation_id: uuid.UUID | None = None
+    ) -> int:
+        """Register (or re-register) a broker; returns its broker epoch."""
+
+        async def register() -> int:
+            epoch = self._metadata_log.next_offset
+            await self._commit([RegisterBrokerRecord(
+                broker_id=registration.node_id,
+                incarnation_id=incarnation_id or uuid.uuid4(),
+                broker_epoch=epoch,
+                listener_name=registration.listener_name,
+                host=registration.host,
+                port=registration.port,
+                rack=registration.rack,
+            )])
+            return epoch
+
+        return await self._serialized(register)
+
+    # -- topics -----------------------------------------------------------------
+
+    async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
+        return await self._serialized(lambda: self._create_topics(topics))
+
+    async def _create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
+        image = self._image
+        brokers = sorted(image.brokers)
+        # Kafka refuses names that differ only by '.' versus '_': both map to one
+        # metric name.
+        collisions = {_collision_key(name): name for name in image.topics}
+        requested: set[str] = set()
+        records: list[MetadataRecord] = []
+        for topic in topics:
+            name = topic.name
+            if name in image.topics:
+                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+            if name in requested:
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"Topic '{name}' appears more than once."
+                )
+            other = collisions.get(_collision_key(name))
+            if other is not None:
+                raise KafkaError(
+                    ErrorCode.invalid_topic_exception,
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
+            requested.add(name)
+            collisions[_collision_key(name)] = name
+            assignment = self._new_topic_assignment(topic, image, brokers)
+            # uuid4 carries version bits, so it is never the zero UUID nor Kafka's
+            # reserved metadata topic id.
+            topic_id = uuid.uuid4()
+            records.append(TopicRecord(name=name, topic_id=topic_id, internal=topic.internal))
+            records.extend(
+                ConfigRecord(ConfigResourceType.TOPIC, name, key, value)
+                for key, value in sorted(topic.configs.items())
+            )
+            records.extend(
+                _partition_record(image, topic_id, partition, replicas)
+                for partition, replicas in enumerate(assignment)
+            )
+        if not records:
+            return []
+        new = await self._commit(records)
+        return [new.topics[topic.name] for topic in topics]
+
+    def _new_topic_assignment(
+        self, topic: NewTopic, image: ClusterImage, brokers: list[int]
+    ) -> list[tuple[int, ...]]:
+        if topic.assignments is not None:
+            ids = sorted(topic.assignments)
+            if not ids or ids != list(range(len(ids))):
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Partitions of topic '{topic.name}' must be numbered 0 to n-1, "
+                    f"got {ids}.",
+                )
+            assignment = [tuple(topic.assignments[p]) for p in ids]
+            _check_manual_assignment(assignment, image, replication_factor=None)
+            return assignment
+        if topic.num_partitions < 1:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                "Number of partitions was set to an invalid non-positive value.",
+            )
+        _check_replication_factor(topic.replication_factor, len(brokers))
+        return assign_replicas(
+            brokers, topic.num_partitions, topic.replication_factor,
+            start_index=self._rng.randrange(len(brokers)),
+            replica_shift=self._rng.randrange(len(brokers)),
+        )
+
+    async def delete_topics(self, names: list[str]) -> None:
+        await self._serialized(lambda: self._delete_topics(names))
+
+    async def _delete_topics(self, names: list[str]) -> None:
+        image = self._image
+        records: list[MetadataRecord] = []
+        for name in dict.fromkeys(names):
+            topic = image.topics.get(name)
+            if topic is None:
+                raise KafkaError(
+                    ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+                )
+            records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+        if records:
+            await self._commit(records)
+
+    async def create_partitions(
+        self, topic: str, new_total: int, assignments: list[tuple[int, ...]] | None = None
+    ) -> TopicImage:
+        return await self._serialized(
+            lambda: self._create_partitions(topic, new_total, assignments)
+        )
+
+    async def _create_partitions(
+        self, topic: str, new_total: int, assignments: list[tuple[int, ...]] | None
+    ) -> TopicImage:
+        image = self._image
+        current = _existing_topic(image, topic)
+        count = len(current.partitions)
+        if new_total < count:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {count} partitions, which is higher than the "
+                f"requested {new_total}.",
+            )
+        if new_total == count:
+            raise KafkaError(
+                ErrorCode.invalid_partitions, f"Topic already has {count} partitions."
+            )
+        added = new_total - count
+        first = current.partitions[min(current.partitions)]
+        replication_factor = len(first.replicas)
+        if assignments is not None:
+            if len(assignments) != added:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {added} additional partitions, but "
+                    f"{len(assignments)} assignments were specified.",
+                )
+            new_assignment = [tuple(replicas) for replicas in assignments]
+            _check_manual_assignment(new_assignment, image, replication_factor)
+        else:
+            brokers = sorted(image.brokers)
+            _check_replication_factor(replication_factor, len(brokers))
+            # As Kafka: continue the layout of partition 0 rather than start afresh.
+            start = next((i for i, b in enumerate(brokers) if b >= first.replicas[0]), None)
+            if start is None:
+                start = self._rng.randrange(len(brokers))
+            new_assignment = assign_replicas(
+                brokers, added, replication_factor, start_index=start, replica_shift=start,
+                first_partition=count,
+            )
+        new = await self._commit([
+            _partition_record(image, current.topic_id, partition, replicas)
+            for partition, replicas in enumerate(new_assignment, start=count)
+        ])
+        return new.topics[topic]
+
+    # -- configs ----------------------------------------------------------------
+
+    async def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        async def change() -> None:
+            current = _existing_topic(self._image, topic)
+            records = _config_changes(ConfigResourceType.TOPIC, topic, current.configs, configs)
+            if records:
+                await self._commit(records)
+
+        await self._serialized(change)
+
+    async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
+        if broker_id < CLUSTER_DEFAULT_BROKER:
+            raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {broker_id}.")
+
+        async def change() -> None:
+            current = self._image.broker_configs.get(broker_id, {})
+            records = _config_changes(
+                ConfigResourceType.BROKER, broker_resource_name(broker_id), current, configs
+            )
+            if records:
+                await self._commit(records)
+
+        await self._serialized(change)
+
+    # -- partitions -------------------------------------------------------------
+
+    async def alter_partition(
+        self, topic: str, partition: int, isr: tuple[int, ...], leader_epoch: int,
+        partition_epoch: int,
+    ) -> PartitionState:
+        return await self._serialized(
+            lambda: self._alter_partition(topic, partition, tuple(isr), leader_epoch,
+                                          partition_epoch)
+        )
+
+    async def _alter_partition(
+        self, topic: str, partition: int, isr: tuple[int, ...], leader_epoch: int,
+        partition_epoch: int,
+    ) -> PartitionState:
+        image = self._image
+        current = image.partition(topic, partition)
+        if current is None:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition,
+                f"Partition {topic}-{partition} does not exist.",
+            )
+        where = f"{topic}-{partition}"
+        # KIP-497 fencing: a request from a deposed leader, or one built on an ISR the
+        # controller has since changed, must not overwrite newer state.
+        if leader_epoch != current.leader_epoch:
+            raise KafkaError(
+                ErrorCode.fenced_leader_epoch,
+                f"Leader epoch {leader_epoch} of {where} is not the current "
+                f"{current.leader_epoch}.",
+            )
+        if partition_epoch != current.partition_epoch:
+            raise KafkaError(
+                ErrorCode.invalid_update_version,
+                f"Partition epoch {partition_epoch} of {where} is not the current "
+                f"{current.partition_epoch}.",
+            )
+        if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(current.replicas):
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                f"ISR {list(isr)} of {where} must be distinct replicas of "
+                f"{list(current.replicas)}.",
+            )
+        if current.leader not in isr:
+            raise KafkaError(
+                ErrorCode.invalid_request,
+                f"ISR {list(isr)} of {where} does not include the leader {current.leader}.",
+            )
+        unregistered = [r for r in isr if r not in image.brokers]
+        if unregistered:
+            raise KafkaError(
+                ErrorCode.ineligible_replica,
+                f"ISR of {where} includes unregistered brokers {unregistered}.",
+            )
+        if isr == current.isr:
+            return current
+        topic_id = image.topics[topic].topic_id
+        new = await self._commit([PartitionChangeRecord(topic_id, partition, isr=isr)])
+        state = new.partition(topic, partition)
+        assert state is not None
+        return state
+
+
+# ---------------------------------------------------------------------------
+# validation helpers
+# ---------------------------------------------------------------------------
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def _existing_topic(image: ClusterImage, name: str) -> TopicImage:
+    topic = image.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    return topic
+
+
+def _check_replication_factor(replication_factor: int, brokers: int) -> None:
+    if replication_factor < 1:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+        )
+    if replication_factor > brokers:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {replication_factor} time(s): The target "
+            f"replication factor of {replication_factor} cannot be reached because only "
+            f"{brokers} broker(s) are registered.",
+        )
+
+
+def _check_manual_assignment(
+    assignment: list[tuple[int, ...]], image: ClusterImage, replication_factor: int | None
+) -> None:
+    """Kafka's checks of a manual assignment: non-empty, distinct, registered brokers,
+    one replication factor for every partition of the topic."""
+    expected = replication_factor
+    for replicas in assignment:
+        if not replicas:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes a broker more than once: "
+                f"{list(replicas)}.",
+            )
+        for broker in replicas:
+            if broker not in image.brokers:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {broker}, but no "
+                    "such broker is registered.",
+                )
+        if expected is None:
+            expected = len(replicas)
+        elif len(replicas) != expected:
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes a partition with "
+                f"{len(replicas)} replica(s), but other partitions have {expected}.",
+            )
+
+
+def _partition_record(
+    image: ClusterImage, topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]
+) -> PartitionRecord:
+    isr = tuple(r for r in replicas if r in image.brokers)
+    return PartitionRecord(
+        topic_id=topic_id, partition=partition, replicas=replicas, isr=isr,
+        leader=isr[0] if isr else NO_LEADER, leader_epoch=0, partition_epoch=0,
+    )
+
+
+def _config_changes(
+    resource_type: ConfigResourceType, resource_name: str, current: Mapping[str, str],
+    wanted: Mapping[str, str],
+) -> list[MetadataRecord]:
+    """ConfigRecords that turn ``current`` into ``wanted`` (value None deletes)."""
+    records: list[MetadataRecord] = [
+        ConfigRecord(resource_type, resource_name, name, None)
+        for name in sorted(current) if name not in wanted
+    ]
+    records.extend(
+        ConfigRecord(resource_type, resource_name, name, value)
+        for name, value in sorted(wanted.items()) if current.get(name) != value
+    )
+    return records

@@ -1,0 +1,272 @@
+"""Metadata records and the framing of the metadata log.
+
+The records mirror KRaft's metadata record types: same names, api keys and meaning
+(RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
+PartitionChangeRecord 5, RemoveTopicRecord 9). The controller changes state only by
+appending records, and the log is replayed at startup to rebuild the cluster image.
+
+Framing, big-endian. One batch holds every record of one controller change, so a change
+is replayed whole or not at all, as KRaft's atomic batches::
+
+    base_offset   int64   offset of the first record (the log numbers records from 0)
+    length        int32   bytes after this field
+    crc           uint32  CRC-32C of the bytes after this field
+    record_count  int32
+    record_count times:
+        api_key   int16   record type
+        version   int16   record version
+        size      int32   bytes of the body
+        body      UTF-8 JSON object keyed by the record's field names
+
+Bodies are JSON rather than Kafka's binary schemas: the log is small, and a hex dump of
+it stays readable when debugging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import struct
+import types
+import typing
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import crc32c
+
+BATCH_HEADER = struct.Struct(">qiI")  # base_offset, length, crc
+RECORD_COUNT = struct.Struct(">i")
+RECORD_HEADER = struct.Struct(">hhi")  # api_key, version, size
+# length counts the CRC and the record count at least.
+MIN_BATCH_LENGTH = 4 + RECORD_COUNT.size
+
+# PartitionChangeRecord.leader: the leader did not change (KRaft's NO_LEADER_CHANGE).
+NO_LEADER_CHANGE = -2
+
+
+class CorruptBatchError(Exception):
+    """The bytes at this position are not a whole, intact batch: a torn write or
+    corruption. Replay truncates the log here."""
+
+
+class MetadataLogError(Exception):
+    """An intact batch (its CRC matches) that cannot be replayed: a record type or
+    version this broker does not know, or a record that contradicts the state. Startup
+    stops rather than truncating records another version of Kafkernel could read."""
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type codes, as ConfigRecord stores them."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    API_KEY: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    # A new incarnation per process start; the broker epoch is the offset of this
+    # record, as KRaft assigns it.
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    listener_name: str
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    API_KEY: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    topic_id: uuid.UUID
+    # Kafka derives this from the name; stored because NewTopic states it explicitly.
+    internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    API_KEY: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 0
+
+    topic_id: uuid.UUID
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    API_KEY: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+
+    resource_type: ConfigResourceType
+    # Topic name, or broker id as a string ("" for the cluster-wide default).
+    resource_name: str
+    name: str
+    value: str | None  # None deletes the config
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A change of one partition. As in KRaft the epochs are not stored: replay bumps
+    the partition epoch on every change and the leader epoch when the leader changes."""
+
+    API_KEY: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 0
+
+    topic_id: uuid.UUID
+    partition: int
+    isr: tuple[int, ...] | None = None  # None: unchanged
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None  # None: unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    API_KEY: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+
+    topic_id: uuid.UUID
+
+
+MetadataRecord = (
+    RegisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord
+    | PartitionChangeRecord | RemoveTopicRecord
+)
+
+RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
+    cls.API_KEY: cls
+    for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
+                PartitionChangeRecord, RemoveTopicRecord)
+})
+
+# Resolved once: replay decodes every record of the log at startup.
+FIELD_TYPES: Mapping[int, Mapping[str, Any]] = MappingProxyType({
+    api_key: MappingProxyType({
+        f.name: typing.get_type_hints(cls)[f.name] for f in dataclasses.fields(cls)
+    })
+    for api_key, cls in RECORD_TYPES.items()
+})
+
+
+# ---------------------------------------------------------------------------
+# bodies
+# ---------------------------------------------------------------------------
+
+
+def _encode_value(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def encode_body(record: MetadataRecord) -> bytes:
+    body = {f.name: _encode_value(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _decode_value(tp: Any, value: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    if tp is uuid.UUID:
+        return uuid.UUID(value)
+    if typing.get_origin(tp) is tuple:
+        if not isinstance(value, list) or not all(type(x) is int for x in value):
+            raise TypeError(f"expected a list of integers, got {value!r}")
+        return tuple(value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    if tp in (int, str, bool) and type(value) is not tp:
+        raise TypeError(f"expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def decode_body(api_key: int, version: int, body: bytes | memoryview) -> MetadataRecord:
+    cls = RECORD_TYPES.get(api_key)
+    if cls is None:
+        raise MetadataLogError(f"unknown metadata record type {api_key}")
+    if version > cls.VERSION:
+        raise MetadataLogError(
+            f"{cls.__name__} version {version} is newer than this broker reads "
+            f"(up to {cls.VERSION})"
+        )
+    try:
+        data = json.loads(bytes(body))
+        if not isinstance(data, dict):
+            raise TypeError("body is not a JSON object")
+        hints = FIELD_TYPES[api_key]
+        unknown = set(data) - set(hints)
+        if unknown:
+            raise TypeError(f"unknown fields {sorted(unknown)}")
+        return cls(**{k: _decode_value(hints[k], v) for k, v in data.items()})
+    except (ValueError, TypeError) as e:
+        raise MetadataLogError(f"unreadable {cls.__name__}: {e}") from None
+
+
+# ---------------------------------------------------------------------------
+# batches
+# ---------------------------------------------------------------------------
+
+
+def encode_batch(base_offset: int, records: Sequence[MetadataRecord]) -> bytes:
+    parts = [RECORD_COUNT.pack(len(records))]
+    for record in records:
+        body = encode_body(record)
+        parts.append(RECORD_HEADER.pack(record.API_KEY, record.VERSION, len(body)))
+        parts.append(body)
+    payload = b"".join(parts)
+    return BATCH_HEADER.pack(base_offset, 4 + len(payload), crc32c.crc32c(payload)) + payload
+
+
+def decode_batch(data: bytes | memoryview, pos: int) -> tuple[int, list[MetadataRecord], int]:
+    """Read the batch at ``pos``: (base offset, records, position after the batch).
+
+    Raises CorruptBatchError when the bytes are not an intact batch and
+    MetadataLogError when an intact batch holds records this broker cannot read."""
+    view = memoryview(data)
+    if len(view) - pos < BATCH_HEADER.size:
+        raise CorruptBatchError(f"{len(view) - pos} bytes, shorter than a batch header")
+    base_offset, length, crc = BATCH_HEADER.unpack_from(view, pos)
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptBatchError(f"batch length {length} is too small")
+    end = pos + BATCH_HEADER.size - 4 + length
+    if end > len(view):
+        raise CorruptBatchError(f"batch of {length} bytes runs past the end of the log")
+    payload = view[pos + BATCH_HEADER.size:end]
+    if crc32c.crc32c(payload) != crc:
+        raise CorruptBatchError("CRC-32C mismatch")
+    # From here the bytes are what was written: any problem is not a torn write.
+    (count,) = RECORD_COUNT.unpack_from(payload, 0)
+    records: list[MetadataRecord] = []
+    at = RECORD_COUNT.size
+    for _ in range(count):
+        if len(payload) - at < RECORD_HEADER.size:
+            raise MetadataLogError(f"batch at offset {base_offset} ends inside a record")
+        api_key, version, size = RECORD_HEADER.unpack_from(payload, at)
+        at += RECORD_HEADER.size
+        if size < 0 or at + size > len(payload):
+            raise MetadataLogError(f"batch at offset {base_offset} ends inside a record")
+        records.append(decode_body(api_key, version, payload[at:at + size]))
+        at += size
+    if count < 0 or at != len(payload):
+        raise MetadataLogError(f"batch at offset {base_offset} has a bad record count")
+    return base_offset, records, end
