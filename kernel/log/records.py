@@ -1,0 +1,877 @@
+"""Record batch v2: header validation and in-place offset assignment for the hot path,
+plus full decoding and an encoder for everything off it.
+
+The hot path (:func:`validate_and_assign_offsets`) is O(batches): one
+``struct.unpack_from`` of the 61-byte header, one CRC-32C call over the batch and a few
+``pack_into`` calls per batch. Records are never decoded there; the CRC does not cover
+``baseOffset`` or ``partitionLeaderEpoch``, so assigning them keeps the batch valid. Only
+LogAppendTime (attributes and maxTimestamp are covered) recomputes the CRC.
+
+Batch layout (big-endian)::
+
+    0 baseOffset int64        8 batchLength int32     12 partitionLeaderEpoch int32
+    16 magic int8             17 crc uint32           21 attributes int16
+    23 lastOffsetDelta int32  27 firstTimestamp int64 35 maxTimestamp int64
+    43 producerId int64       51 producerEpoch int16  53 baseSequence int32
+    57 recordsCount int32     61 records...
+"""
+
+from __future__ import annotations
+
+import enum
+import gzip
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import crc32c as _crc32c
+
+from kernel.protocol.errors import ErrorCode, KafkaError
+
+# ---------------------------------------------------------------------------
+# layout
+# ---------------------------------------------------------------------------
+
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+FIRST_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+RECORDS_COUNT_OFFSET = 57
+
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the framing shared by every magic
+HEADER_SIZE_UP_TO_MAGIC = 17
+RECORD_BATCH_OVERHEAD = 61
+LEGACY_RECORD_OVERHEAD_V0 = 14  # smallest legal batchLength of any magic (Kafka's check)
+
+CURRENT_MAGIC = 2
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40  # KIP-534: firstTimestamp holds the delete horizon
+
+INT32_MAX = 2**31 - 1
+
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+_INT16 = struct.Struct(">h")
+_INT16_PAIR = struct.Struct(">hh")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT64 = struct.Struct(">q")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+assert BATCH_HEADER.size == RECORD_BATCH_OVERHEAD
+
+
+class Compression(enum.IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def from_config(cls, name: str) -> Compression | None:
+        """``compression.type`` -> codec; None for ``producer`` (keep the client's)."""
+        if name == "producer":
+            return None
+        return _CODEC_BY_NAME[name]
+
+
+_CODEC_BY_NAME = {
+    "uncompressed": Compression.NONE, "none": Compression.NONE, "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY, "lz4": Compression.LZ4, "zstd": Compression.ZSTD,
+}
+
+
+class TimestampType(enum.IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class AppendOrigin(enum.Enum):
+    """Who writes: Kafka applies the client-only checks (one batch, baseOffset 0, count
+    matches the offset range, no control batches, sequence set) only to CLIENT."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+class ControlRecordType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+# ---------------------------------------------------------------------------
+# batch header
+# ---------------------------------------------------------------------------
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one v2 batch, as stored (field order is the wire order)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch occupies in a log, framing included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType((self.attributes & TIMESTAMP_TYPE_MASK) >> 3)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; sequences wrap at Int32.MAX as in Kafka."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def read_batch_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+    return BatchHeader._make(BATCH_HEADER.unpack_from(buf, position))
+
+
+# ---------------------------------------------------------------------------
+# hot path: validation and offset assignment
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    """What an append did; the produce response and the idempotence code read this.
+
+    ``offset_of_max_timestamp`` is the last offset of the batch that holds the max
+    timestamp (Kafka 3.8's "shallow" offset); ListOffsets(-3) resolves the exact record.
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    records_count: int
+    valid_bytes: int
+    has_transactional: bool
+    has_control: bool
+    batches: list[BatchHeader] = field(default_factory=list)  # as written (offsets assigned)
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.batches)
+
+
+def _corrupt(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.corrupt_message, message)
+
+
+def _invalid(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.invalid_record, message)
+
+
+def _check_framing(
+    view: memoryview, position: int, total: int, max_batch_size: int | None
+) -> int:
+    """Size of the v2 batch at ``position``; raises on framing, magic and size errors."""
+    remaining = total - position
+    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        raise _corrupt(
+            f"truncated record batch at byte {position}: {remaining} bytes left, "
+            f"a batch header needs at least {HEADER_SIZE_UP_TO_MAGIC}"
+        )
+    batch_length = _INT32.unpack_from(view, position + LENGTH_OFFSET)[0]
+    if batch_length < LEGACY_RECORD_OVERHEAD_V0:
+        raise _corrupt(
+            f"record batch at byte {position} has batchLength {batch_length}, less than "
+            f"the minimum record overhead ({LEGACY_RECORD_OVERHEAD_V0})"
+        )
+    magic = view[position + MAGIC_OFFSET]
+    if magic != CURRENT_MAGIC:
+        if magic in (0, 1):
+            raise _invalid(
+                f"record batch at byte {position} has magic {magic}: produce requests of "
+                "version 3 and above may only contain magic v2 record batches"
+            )
+        raise _corrupt(f"invalid magic {magic} in record batch at byte {position}")
+    size = batch_length + LOG_OVERHEAD
+    if size > remaining:
+        raise _corrupt(
+            f"truncated record batch at byte {position}: batchLength says {size} bytes, "
+            f"{remaining} remain"
+        )
+    if size < RECORD_BATCH_OVERHEAD:
+        raise _corrupt(
+            f"record batch at byte {position} is {size} bytes, smaller than the minimum "
+            f"batch overhead ({RECORD_BATCH_OVERHEAD})"
+        )
+    if max_batch_size is not None and size > max_batch_size:
+        raise KafkaError(
+            ErrorCode.message_too_large,
+            f"the record batch size is {size} bytes which exceeds the maximum configured "
+            f"value of {max_batch_size} (max.message.bytes)",
+        )
+    return size
+
+
+def validate_and_assign_offsets(
+    records: bytes | bytearray | memoryview,
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    now_ms: int,
+    max_message_bytes: int,
+    log_append_time: bool = False,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
+    log_start_offset: int = 0,
+) -> tuple[bytearray, LogAppendInfo]:
+    """Validate a leader append and assign offsets in a copy of the payload.
+
+    Raises KafkaError: CORRUPT_MESSAGE (framing, partial trailing batch, CRC, bad magic),
+    INVALID_RECORD (magic 0/1, offset/count mismatch, control batch or baseOffset != 0
+    from a client, unknown codec, more or fewer than one batch from a client),
+    MESSAGE_TOO_LARGE (a batch larger than max.message.bytes).
+    """
+    view = memoryview(records)
+    total = view.nbytes
+    client = origin is AppendOrigin.CLIENT
+    if total == 0:
+        raise _invalid("the append contains no record batch")
+    buf = bytearray(view)
+    crc32c = _crc32c.crc32c
+    unpack = BATCH_HEADER.unpack_from
+    pack_head = _OFFSET_LENGTH_EPOCH.pack_into
+    append_time = now_ms if log_append_time else NO_TIMESTAMP
+    batches: list[BatchHeader] = []
+    position = 0
+    offset = next_offset
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max = -1
+    records_count = 0
+    has_txn = False
+    has_control = False
+    while position < total:
+        size = _check_framing(view, position, total, max_message_bytes)
+        if client and position + size < total:
+            # Kafka validates the whole request before appending: one batch per partition.
+            _check_framing(view, position + size, total, None)
+            raise _invalid(
+                "produce requests of version 3 and above must contain exactly one record "
+                "batch per partition"
+            )
+        (base, batch_length, _ple, magic, crc, attributes, last_delta, first_ts, max_ts,
+         producer_id, producer_epoch, base_sequence, count) = unpack(view, position)
+        end = position + size
+        if crc32c(view[position + ATTRIBUTES_OFFSET:end]) != crc:
+            raise _corrupt(
+                f"record batch at byte {position} is corrupt (stored crc = {crc}, "
+                f"computed crc = {crc32c(view[position + ATTRIBUTES_OFFSET:end])})"
+            )
+        if attributes & COMPRESSION_MASK > Compression.ZSTD:
+            raise _invalid(f"unknown compression codec {attributes & COMPRESSION_MASK}")
+        if last_delta < 0:
+            raise _invalid(f"record batch has a negative lastOffsetDelta {last_delta}")
+        if client:
+            if base != 0:
+                raise _invalid(
+                    f"the baseOffset of the record batch in the append should be 0, "
+                    f"but it is {base}"
+                )
+            if count <= 0:
+                raise _invalid(f"invalid reported count for record batch: {count}")
+            if count != last_delta + 1:
+                raise _invalid(
+                    f"inconsistent batch offset range [0, {last_delta}] and count of "
+                    f"records {count}"
+                )
+            if attributes & CONTROL_FLAG:
+                raise _invalid("clients are not allowed to write control records")
+            if producer_id >= 0 and base_sequence < 0:
+                raise _invalid(
+                    f"invalid sequence number {base_sequence} in record batch with "
+                    f"producerId {producer_id}"
+                )
+        if log_append_time:
+            attributes |= TIMESTAMP_TYPE_MASK
+            max_ts = now_ms
+            _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes)
+            _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, now_ms)
+            crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:end])
+            _UINT32.pack_into(buf, position + CRC_OFFSET, crc)
+        pack_head(buf, position, offset, batch_length, leader_epoch)
+        if max_ts > max_timestamp:
+            max_timestamp = max_ts
+            offset_of_max = offset + last_delta
+        batches.append(BatchHeader(
+            offset, batch_length, leader_epoch, magic, crc, attributes, last_delta,
+            first_ts, max_ts, producer_id, producer_epoch, base_sequence, count,
+        ))
+        records_count += count
+        has_txn = has_txn or bool(attributes & TRANSACTIONAL_FLAG)
+        has_control = has_control or bool(attributes & CONTROL_FLAG)
+        offset += last_delta + 1
+        position = end
+    if offset_of_max < 0:
+        offset_of_max = offset - 1
+    info = LogAppendInfo(
+        first_offset=next_offset, last_offset=offset - 1, max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max, log_append_time=append_time,
+        log_start_offset=log_start_offset, records_count=records_count, valid_bytes=total,
+        has_transactional=has_txn, has_control=has_control, batches=batches,
+    )
+    return buf, info
+
+
+def validate_batches(
+    records: bytes | bytearray | memoryview,
+    *,
+    allow_partial_tail: bool = True,
+    max_batch_size: int | None = None,
+) -> tuple[list[BatchHeader], int]:
+    """Validate batches whose offsets are already assigned (follower append, recovery of
+    fetched data): framing, magic, CRC and increasing offsets. Returns the headers and
+    the number of valid bytes; a partial trailing batch is dropped when allowed (a fetch
+    response may end mid-batch), else CORRUPT_MESSAGE."""
+    view = memoryview(records)
+    total = view.nbytes
+    crc32c = _crc32c.crc32c
+    unpack = BATCH_HEADER.unpack_from
+    batches: list[BatchHeader] = []
+    position = 0
+    next_expected = -1
+    while position < total:
+        remaining = total - position
+        if allow_partial_tail:
+            if remaining < LOG_OVERHEAD:
+                break
+            length = _INT32.unpack_from(view, position + LENGTH_OFFSET)[0]
+            if length + LOG_OVERHEAD > remaining and length >= LEGACY_RECORD_OVERHEAD_V0:
+                break
+        size = _check_framing(view, position, total, max_batch_size)
+        header = BatchHeader._make(unpack(view, position))
+        end = position + size
+        if crc32c(view[position + ATTRIBUTES_OFFSET:end]) != header.crc:
+            raise _corrupt(f"record batch at offset {header.base_offset} is corrupt (crc)")
+        if header.compression > Compression.ZSTD:
+            raise _invalid(f"unknown compression codec {header.compression}")
+        if header.last_offset_delta < 0 or header.base_offset < next_expected:
+            raise _invalid(
+                f"offsets out of order: batch [{header.base_offset}, {header.last_offset}] "
+                f"follows offset {next_expected - 1}"
+            )
+        next_expected = header.next_offset
+        batches.append(header)
+        position = end
+    return batches, position
+
+
+# ---------------------------------------------------------------------------
+# varints (protobuf zigzag encoding)
+# ---------------------------------------------------------------------------
+
+
+def read_varint(buf: bytes | bytearray | memoryview, position: int) -> tuple[int, int]:
+    """Zigzag varint/varlong at ``position`` -> (value, next position)."""
+    shift = 0
+    raw = 0
+    while True:
+        try:
+            b = buf[position]
+        except IndexError:
+            raise _corrupt("varint runs past the end of the record") from None
+        position += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+        if shift > 63:
+            raise _corrupt("varint is longer than 10 bytes")
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+# ---------------------------------------------------------------------------
+# codecs
+# ---------------------------------------------------------------------------
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = struct.Struct(">8sii")
+_XERIAL_BLOCK = 32 * 1024  # Java's SnappyOutputStream default block size
+
+
+def _snappy_module() -> Any:
+    import snappy
+
+    return snappy
+
+
+def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    """Inflate the records section of a batch. Snappy accepts both Java's xerial framing
+    and the raw format librdkafka writes."""
+    try:
+        if codec == Compression.NONE:
+            return bytes(data)
+        if codec == Compression.GZIP:
+            return gzip.decompress(data)
+        if codec == Compression.SNAPPY:
+            snappy = _snappy_module()
+            raw = bytes(data)
+            if raw.startswith(_XERIAL_MAGIC):
+                out = bytearray()
+                position = _XERIAL_HEADER.size
+                while position < len(raw):
+                    (length,) = _INT32.unpack_from(raw, position)
+                    position += 4
+                    out += snappy.decompress(raw[position:position + length])
+                    position += length
+                return bytes(out)
+            return bytes(snappy.decompress(raw))
+        if codec == Compression.LZ4:
+            import lz4.frame
+
+            return bytes(lz4.frame.decompress(bytes(data)))
+        if codec == Compression.ZSTD:
+            import zstandard
+
+            reader = zstandard.ZstdDecompressor().stream_reader(
+                bytes(data), read_across_frames=True
+            )
+            return bytes(reader.read())
+    except KafkaError:
+        raise
+    except Exception as e:  # each library has its own error types
+        raise _corrupt(f"cannot decompress {Compression(codec).name} records: {e}") from e
+    raise _invalid(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """Compress a records section the way the Java client does (so every client reads
+    it): gzip, snappy with xerial framing, lz4 frame with 64 KB independent blocks,
+    zstd frame."""
+    if codec == Compression.NONE:
+        return data
+    if codec == Compression.GZIP:
+        return gzip.compress(data, compresslevel=6)
+    if codec == Compression.SNAPPY:
+        snappy = _snappy_module()
+        out = bytearray(_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1))
+        for start in range(0, len(data), _XERIAL_BLOCK):
+            block = snappy.compress(data[start:start + _XERIAL_BLOCK])
+            out += _INT32.pack(len(block))
+            out += block
+        return bytes(out)
+    if codec == Compression.LZ4:
+        import lz4.frame
+
+        return bytes(lz4.frame.compress(
+            data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+            content_checksum=False, store_size=False,
+        ))
+    if codec == Compression.ZSTD:
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+    raise _invalid(f"unknown compression codec {codec}")
+
+
+# ---------------------------------------------------------------------------
+# decoding (off the hot path: compaction, ListOffsets by time, tests, Spark)
+# ---------------------------------------------------------------------------
+
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record with absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+def _read_bytes(buf: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = read_varint(buf, position)
+    if length < 0:
+        return None, position
+    end = position + length
+    if end > len(buf):
+        raise _corrupt("record field runs past the end of the record")
+    return buf[position:end], end
+
+
+def iter_batches(
+    data: bytes | bytearray | memoryview, *, allow_partial_tail: bool = True
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Walk the batches of a log or fetch range: (header, whole batch bytes). Does not
+    check CRCs (see :func:`validate_batches`)."""
+    view = memoryview(data)
+    total = view.nbytes
+    position = 0
+    while position + LOG_OVERHEAD <= total:
+        length = _INT32.unpack_from(view, position + LENGTH_OFFSET)[0]
+        size = length + LOG_OVERHEAD
+        if position + size > total or position + RECORD_BATCH_OVERHEAD > total:
+            if allow_partial_tail:
+                return
+            raise _corrupt(f"truncated record batch at byte {position}")
+        if view[position + MAGIC_OFFSET] != CURRENT_MAGIC:
+            raise _invalid(f"record batch at byte {position} is not magic v2")
+        yield read_batch_header(view, position), view[position:position + size]
+        position += size
+    if position != total and not allow_partial_tail:
+        raise _corrupt(f"truncated record batch at byte {position}")
+
+
+def batch_records_bytes(header: BatchHeader, batch: memoryview | bytes) -> bytes:
+    """The records section of a batch, decompressed."""
+    return decompress(header.compression, memoryview(batch)[RECORD_BATCH_OVERHEAD:])
+
+
+def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+    """Decode every record of one batch (decompressing as needed). LogAppendTime batches
+    report the batch's maxTimestamp for every record, as Kafka does."""
+    header = read_batch_header(batch)
+    data = batch_records_bytes(header, batch)
+    log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    position = 0
+    for _ in range(header.records_count):
+        length, position = read_varint(data, position)
+        end = position + length
+        if length < 1 or end > len(data):
+            raise _corrupt(f"record of length {length} runs past the end of its batch")
+        position += 1  # attributes: unused
+        ts_delta, position = read_varint(data, position)
+        offset_delta, position = read_varint(data, position)
+        key, position = _read_bytes(data, position)
+        value, position = _read_bytes(data, position)
+        n_headers, position = read_varint(data, position)
+        headers: list[Header] = []
+        for _ in range(n_headers):
+            hkey, position = _read_bytes(data, position)
+            hvalue, position = _read_bytes(data, position)
+            if hkey is None:
+                raise _corrupt("record header key is null")
+            headers.append((hkey.decode("utf-8"), hvalue))
+        if position != end:
+            raise _corrupt("record length does not match its fields")
+        timestamp = header.max_timestamp if log_append else header.first_timestamp + ts_delta
+        yield Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
+    if position != len(data):
+        raise _corrupt("records section is longer than recordsCount records")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedBatch:
+    header: BatchHeader
+    records: tuple[Record, ...]
+
+
+def decode_batches(data: bytes | bytearray | memoryview) -> list[DecodedBatch]:
+    """Every batch of a byte range with its records (partial trailing batch dropped)."""
+    return [DecodedBatch(h, tuple(iter_records(b))) for h, b in iter_batches(data)]
+
+
+def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
+    """A control record's (type, coordinator epoch) from its key and value."""
+    if record.key is None or len(record.key) < 4:
+        raise _corrupt("control record without a valid key")
+    _version, kind = _INT16_PAIR.unpack_from(record.key)
+    coordinator_epoch = -1
+    if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
+        _v, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
+    return ControlRecordType(kind), coordinator_epoch
+
+
+# ---------------------------------------------------------------------------
+# encoding (coordinator internal records, control markers, recompression, tests)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleRecord:
+    """A record to encode; ``timestamp`` None means the batch's base timestamp and
+    ``offset_delta`` None means its position in the batch."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[Header] = ()
+    timestamp: int | None = None
+    offset_delta: int | None = None
+
+
+def _encode_record(
+    out: bytearray, record: SimpleRecord, offset_delta: int, timestamp_delta: int
+) -> None:
+    body = bytearray(b"\x00")  # attributes
+    write_varint(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    for part in (record.key, record.value):
+        if part is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(part))
+            body += part
+    write_varint(body, len(record.headers))
+    for hkey, hvalue in record.headers:
+        encoded = hkey.encode("utf-8")
+        write_varint(body, len(encoded))
+        body += encoded
+        if hvalue is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(hvalue))
+            body += hvalue
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Iterable[SimpleRecord],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int | None = None,
+    compression: int = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Encode one v2 batch. Offsets deltas default to 0..n-1; pass explicit deltas and
+    ``last_offset_delta`` to keep a compacted batch's original offset range."""
+    items = list(records)
+    if not items and last_offset_delta is None:
+        raise ValueError("a record batch needs at least one record")
+    timestamps = [r.timestamp for r in items if r.timestamp is not None]
+    if base_timestamp is None:
+        base_timestamp = min(timestamps) if timestamps else NO_TIMESTAMP
+    body = bytearray()
+    max_timestamp = NO_TIMESTAMP
+    max_delta = -1
+    for i, record in enumerate(items):
+        delta = i if record.offset_delta is None else record.offset_delta
+        ts = base_timestamp if record.timestamp is None else record.timestamp
+        max_timestamp = max(max_timestamp, ts)
+        max_delta = max(max_delta, delta)
+        _encode_record(body, record, delta, ts - base_timestamp)
+    if last_offset_delta is None:
+        last_offset_delta = max_delta
+    attributes = int(compression) & COMPRESSION_MASK
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+        if log_append_time is not None:
+            max_timestamp = log_append_time
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if is_control:
+        attributes |= CONTROL_FLAG
+    payload = compress(compression, bytes(body))
+    batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
+    out = bytearray(RECORD_BATCH_OVERHEAD)
+    BATCH_HEADER.pack_into(
+        out, 0, base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC, 0,
+        attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+        producer_epoch, base_sequence, len(items),
+    )
+    out += payload
+    _UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def build_control_batch(
+    kind: ControlRecordType,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A transaction marker (commit/abort) as the coordinator writes it."""
+    record = SimpleRecord(
+        key=_INT16_PAIR.pack(0, int(kind)),
+        value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+        timestamp=timestamp,
+    )
+    return build_batch(
+        [record], base_offset=base_offset, producer_id=producer_id,
+        producer_epoch=producer_epoch, is_transactional=True, is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def recompress_batch(batch: bytes | memoryview, codec: int) -> bytes:
+    """Re-encode a batch with another codec, keeping offsets, timestamps and producer
+    fields (compression.type set on the topic)."""
+    header = read_batch_header(batch)
+    simple = [
+        SimpleRecord(
+            value=r.value, key=r.key, headers=r.headers, timestamp=r.timestamp,
+            offset_delta=r.offset - header.base_offset,
+        )
+        for r in iter_records(batch)
+    ]
+    log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    return build_batch(
+        simple, base_offset=header.base_offset,
+        base_timestamp=header.first_timestamp if not log_append else None,
+        compression=codec,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+        log_append_time=header.max_timestamp if log_append else None,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, is_transactional=header.is_transactional,
+        is_control=header.is_control, partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+def check_keys_present(records: bytes | bytearray | memoryview) -> None:
+    """Compacted topics need a key on every record (Kafka's INVALID_RECORD); this is the
+    one leader-side check that decodes records, so only compacted topics pay for it."""
+    for header, batch in iter_batches(records, allow_partial_tail=False):
+        if header.is_control:
+            continue
+        for record in iter_records(batch):
+            if record.key is None:
+                raise _invalid(
+                    f"compacted topic cannot accept a record without a key (offset "
+                    f"{record.offset})"
+                )
+
+
+def convert_compression(
+    buf: bytearray, info: LogAppendInfo, codec: int
+) -> tuple[bytearray, LogAppendInfo]:
+    """Recompress the batches whose codec is not ``codec`` (a topic whose
+    compression.type is not ``producer``); offsets and producer fields are kept."""
+    if all(h.compression == codec or h.is_control for h in info.batches):
+        return buf, info
+    out = bytearray()
+    headers: list[BatchHeader] = []
+    view = memoryview(buf)
+    position = 0
+    for header in info.batches:
+        batch = view[position:position + header.size]
+        position += header.size
+        if header.compression == codec or header.is_control:
+            converted = bytes(batch)
+        else:
+            converted = recompress_batch(batch, codec)
+        headers.append(read_batch_header(converted))
+        out += converted
+    view.release()
+    info.batches = headers
+    info.valid_bytes = len(out)
+    return out, info
+
+
+def crc_of(batch: bytes | bytearray | memoryview) -> int:
+    """CRC-32C a batch should carry (attributes to end)."""
+    return int(_crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+
+
+__all__ = [
+    "BATCH_HEADER",
+    "LOG_OVERHEAD",
+    "NO_TIMESTAMP",
+    "RECORD_BATCH_OVERHEAD",
+    "AppendOrigin",
+    "BatchHeader",
+    "Compression",
+    "ControlRecordType",
+    "DecodedBatch",
+    "LogAppendInfo",
+    "Record",
+    "SimpleRecord",
+    "TimestampType",
+    "build_batch",
+    "build_control_batch",
+    "check_keys_present",
+    "compress",
+    "convert_compression",
+    "crc_of",
+    "decode_batches",
+    "decompress",
+    "iter_batches",
+    "iter_records",
+    "parse_control_record",
+    "read_batch_header",
+    "read_varint",
+    "recompress_batch",
+    "validate_and_assign_offsets",
+    "validate_batches",
+    "write_varint",
+]
