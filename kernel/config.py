@@ -530,9 +530,11 @@ def parse_override(text: str) -> tuple[str, Any]:
 def load_config(
     path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
     extra: Mapping[str, Any] | None = None,
+    plugin_tables: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> LoadedConfig:
     """Read and validate a config file; ``overrides`` are ``key=value`` strings and
-    ``extra`` a mapping of Kafka names (for embedding), both applied over the file."""
+    ``extra`` a mapping of Kafka names and ``plugin_tables`` plugin name -> table (for
+    embedding, where plugin names may contain dots), all applied over the file."""
     source = str(path) if path is not None else "<defaults>"
     data: dict[str, Any] = {}
     if path is not None:
@@ -553,6 +555,8 @@ def load_config(
         _apply_override(key, value, flat, plugin_values)
     for key, value in (extra or {}).items():
         _apply_override(key, value, flat, plugin_values)
+    for name, table in (plugin_tables or {}).items():
+        plugin_values.setdefault(name, {}).update(table)
 
     broker = BROKER_SCHEMA.build(flat, source)
     enabled = plugin_values.pop("enabled", [])

@@ -50,7 +50,8 @@ class Broker:
         self.dispatcher = RequestDispatcher(self)
         self.listeners = [
             Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
-                     idle_timeout_ms=cfg.connections_max_idle_ms)
+                     idle_timeout_ms=cfg.connections_max_idle_ms,
+                     on_count=self.metrics.connections.labels(e.listener_name).set)
             for e in self.endpoints
         ]
         self._metadata: MetadataBackend | None = None

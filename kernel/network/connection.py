@@ -69,8 +69,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- asyncio callbacks -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; same interface.
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.session = Session(peer_s, self._listener_name, self._security_protocol)

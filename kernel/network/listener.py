@@ -4,6 +4,7 @@ port of 0 resolves to the real port first) and serving only once the broker is r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,7 +54,7 @@ def parse_endpoints(values: list[str], protocol_map: list[str], key: str) -> lis
 class Listener:
     def __init__(
         self, endpoint: Endpoint, dispatcher: RequestDispatcher, *, max_request_size: int,
-        idle_timeout_ms: int,
+        idle_timeout_ms: int, on_count: Callable[[int], None] | None = None,
     ) -> None:
         if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
@@ -68,6 +69,15 @@ class Listener:
         self._server: asyncio.Server | None = None
         self.connections: set[KafkaConnection] = set()
         self.port = endpoint.port
+        self._on_count = on_count or (lambda n: None)
+
+    def _opened(self, conn: KafkaConnection) -> None:
+        self.connections.add(conn)
+        self._on_count(len(self.connections))
+
+    def _closed(self, conn: KafkaConnection) -> None:
+        self.connections.discard(conn)
+        self._on_count(len(self.connections))
 
     def _protocol(self) -> KafkaConnection:
         return KafkaConnection(
@@ -76,16 +86,22 @@ class Listener:
             security_protocol=self.endpoint.security_protocol,
             max_request_size=self._max_request_size,
             idle_timeout_s=self._idle_timeout_s,
-            on_open=self.connections.add,
-            on_close=self.connections.discard,
+            on_open=self._opened,
+            on_close=self._closed,
         )
 
     async def bind(self) -> int:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._protocol, self.endpoint.host or None, self.endpoint.port,
-            reuse_address=True, start_serving=False, backlog=1024,
-        )
+        try:
+            self._server = await loop.create_server(
+                self._protocol, self.endpoint.host or None, self.endpoint.port,
+                reuse_address=True, start_serving=False, backlog=1024,
+            )
+        except OSError as e:
+            raise ConfigError(
+                f"listeners: cannot listen on {self.endpoint.host}:{self.endpoint.port} "
+                f"({self.endpoint.listener_name}): {e.strerror}"
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

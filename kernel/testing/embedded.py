@@ -39,10 +39,8 @@ class EmbeddedBroker:
         if config_file is None:
             extra["plugins.enabled"] = list(plugins)
         extra.update(settings or {})
-        for plugin, table in (plugin_settings or {}).items():
-            for key, value in table.items():
-                extra[f"plugins.{plugin}.{key}"] = value
         self._extra = extra
+        self._plugin_tables = {k: dict(v) for k, v in (plugin_settings or {}).items()}
         self._config_file = config_file
         self.broker: Broker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -61,7 +59,9 @@ class EmbeddedBroker:
         def run() -> None:
             asyncio.set_event_loop(loop)
             try:
-                self.broker = Broker(load_config(self._config_file, extra=self._extra))
+                self.broker = Broker(load_config(
+                    self._config_file, extra=self._extra, plugin_tables=self._plugin_tables
+                ))
                 loop.run_until_complete(self.broker.start())
             except BaseException as e:
                 started.set_exception(e)
