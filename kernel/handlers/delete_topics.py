@@ -1,0 +1,142 @@
+"""DeleteTopics (key 20): by name, and (v6) by topic id, as Kafka's controller does.
+
+Like Kafka, internal topics get no special treatment here: a principal allowed to
+delete them can (the refusal users see comes from Kafka's command-line tool, not the
+broker). With delete.topic.enable=false every topic fails: INVALID_REQUEST before v3,
+TOPIC_DELETION_DISABLED from v3.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.routing import RequestContext
+
+API_KEY = 20
+# v0 is not in kio (Kafka 4 removed it); v1-6 are fully served.
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+ZERO_UUID = uuid.UUID(int=0)
+CLUSTER_NAME = "kafka-cluster"
+
+
+@dataclass(slots=True)
+class _Result:
+    name: str | None
+    topic_id: uuid.UUID
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID]]:
+    if version >= 6:
+        return [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    return [(name, ZERO_UUID) for name in request.topic_names]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    requested = _requested(request, ctx.api_version)
+    if not broker.config.delete_topic_enable:
+        error = (ErrorCode.invalid_request if ctx.api_version < 3
+                 else ErrorCode.topic_deletion_disabled)
+        results = [_Result(name, tid, error, "Topic deletion is disabled.")
+                   for name, tid in requested]
+        return _respond(ctx, results)
+    image = broker.metadata.image
+    authorize = broker.plugins.authorize
+    cluster_delete = authorize(ctx.session, "DELETE", "CLUSTER", CLUSTER_NAME)
+
+    def describable(name: str) -> bool:
+        return cluster_delete or authorize(ctx.session, "DESCRIBE", "TOPIC", name)
+
+    def deletable(name: str) -> bool:
+        return cluster_delete or authorize(ctx.session, "DELETE", "TOPIC", name)
+
+    results: list[_Result] = []
+    to_delete: dict[str, _Result] = {}
+    names_seen = {n for n, tid in requested if n is not None and tid == ZERO_UUID}
+    counts: dict[tuple[str | None, uuid.UUID], int] = {}
+    for key in requested:
+        counts[key] = counts.get(key, 0) + 1
+    for (name, topic_id), count in counts.items():
+        result = _Result(name, topic_id)
+        results.append(result)
+        if name is None and topic_id == ZERO_UUID:
+            result.error = ErrorCode.invalid_request
+            result.message = "Neither topic name nor id were specified."
+        elif name is not None and topic_id != ZERO_UUID:
+            result.error = ErrorCode.invalid_request
+            result.message = "You may not specify both topic name and topic id."
+        elif count > 1:
+            result.error = ErrorCode.invalid_request
+            result.message = "Duplicate topic name." if name is not None else "Duplicate topic id."
+        elif name is None:
+            topic = image.topics_by_id.get(topic_id)
+            if topic is None:
+                result.error = ErrorCode.unknown_topic_id
+            elif not deletable(topic.name):
+                # Naming the topic only to those who may see it keeps ids from leaking names.
+                result.name = topic.name if describable(topic.name) else None
+                result.error = ErrorCode.topic_authorization_failed
+            elif topic.name in names_seen:
+                result.name = topic.name
+                result.error = ErrorCode.invalid_request
+                result.message = "The provided topic name maps to an ID that was already supplied."
+            else:
+                result.name = topic.name
+                to_delete[topic.name] = result
+        else:
+            topic = image.topics.get(name)
+            if not describable(name):
+                result.error = ErrorCode.topic_authorization_failed
+            elif topic is None:
+                result.error = ErrorCode.unknown_topic_or_partition
+            elif not deletable(name):
+                result.error = ErrorCode.topic_authorization_failed
+            else:
+                result.topic_id = topic.topic_id
+                to_delete[name] = result
+    await _delete(ctx, to_delete)
+    return _respond(ctx, results)
+
+
+async def _delete(ctx: RequestContext, to_delete: dict[str, _Result]) -> None:
+    if not to_delete:
+        return
+    backend = ctx.broker.metadata
+    try:
+        await backend.delete_topics(list(to_delete))
+    except KafkaError:
+        # One of them went away meanwhile: answer each topic on its own.
+        for name, result in to_delete.items():
+            try:
+                await backend.delete_topics([name])
+            except KafkaError as e:
+                result.error, result.message = e.error_code, e.message
+
+
+def _respond(ctx: RequestContext, results: list[_Result]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    by_name = ctx.api_version < 6
+    return make(
+        m.DeleteTopicsResponse,
+        throttle_time=datetime.timedelta(0),
+        responses=tuple(
+            make(
+                m.DeletableTopicResult,
+                # Before v6 the name is not nullable and every entry was requested by name.
+                name=(r.name or "") if by_name else r.name,
+                topic_id=r.topic_id,
+                error_code=r.error,
+                error_message=r.message,
+            )
+            for r in results
+        ),
+    )
