@@ -1,0 +1,81 @@
+"""DescribeCluster (key 60): brokers, controller and cluster id from the cluster image.
+
+A broker answers for endpoint type BROKERS only; asked about controllers it says
+MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0), as Kafka brokers do (KIP-919).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import ErrorCode
+from kernel.routing import RequestContext
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+CLUSTER_NAME = "kafka-cluster"
+ENDPOINT_BROKERS = 1
+ENDPOINT_CONTROLLERS = 2
+# Kafka's "authorized operations not requested" sentinel.
+OPS_NOT_REQUESTED = -(2**31)
+# AclOperation codes that apply to the CLUSTER resource (AclEntry.supportedOperations).
+_CLUSTER_OPERATIONS = {
+    "CREATE": 5, "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10,
+    "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12,
+}
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    image = ctx.broker.metadata.image
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
+    if endpoint_type != ENDPOINT_BROKERS:
+        known = endpoint_type == ENDPOINT_CONTROLLERS
+        if ctx.api_version == 0:
+            error = ErrorCode.invalid_request
+        elif known:
+            error = ErrorCode.mismatched_endpoint_type
+        else:
+            error = ErrorCode.unsupported_endpoint_type
+        message = ("The request was sent to an endpoint of type BROKER, but we wanted an "
+                   "endpoint of type CONTROLLER" if known
+                   else f"Unsupported endpoint type {endpoint_type}")
+        return make(m.DescribeClusterResponse, throttle_time=datetime.timedelta(0),
+                    error_code=error, error_message=message, endpoint_type=endpoint_type,
+                    cluster_id=image.cluster_id, brokers=())
+    operations = OPS_NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        operations = _authorized_operations(ctx)
+    # Kafkernel brokers are never fenced while registered, so include_fenced_brokers
+    # (v2) changes nothing and is_fenced is always false.
+    brokers = tuple(
+        make(m.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port,
+             rack=b.rack, is_fenced=False)
+        for b in image.brokers.values()
+    )
+    return make(
+        m.DescribeClusterResponse,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=ENDPOINT_BROKERS,
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
+        brokers=brokers,
+        cluster_authorized_operations=operations,
+    )
+
+
+def _authorized_operations(ctx: RequestContext) -> int:
+    authorize = ctx.broker.plugins.authorize
+    if not authorize(ctx.session, "DESCRIBE", "CLUSTER", CLUSTER_NAME):
+        return 0
+    bits = 0
+    for operation, code in _CLUSTER_OPERATIONS.items():
+        if authorize(ctx.session, operation, "CLUSTER", CLUSTER_NAME):
+            bits |= 1 << code
+    return bits
