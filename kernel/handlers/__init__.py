@@ -6,13 +6,30 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from kernel.handlers import api_versions, metadata
+from kernel.handlers import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    incremental_alter_configs,
+    metadata,
+)
 from kernel.hookspecs import hookimpl
 from kernel.routing import ApiRegistry
 
 HANDLER_MODULES: tuple[ModuleType, ...] = (
     api_versions,
     metadata,
+    create_topics,
+    delete_topics,
+    describe_configs,
+    alter_configs,
+    create_partitions,
+    incremental_alter_configs,
+    describe_cluster,
 )
 
 
