@@ -1,0 +1,9 @@
+"""Group coordinator plugin: classic consumer groups (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup), committed offsets (OffsetCommit, OffsetFetch, OffsetDelete) and group
+administration (ListGroups, DescribeGroups, DeleteGroups), with state kept in the
+compacted ``__consumer_offsets`` topic in Kafka's own record format.
+
+The logic is sans-io: :class:`~plugins.coordinator.state_machine.GroupCoordinatorShard`
+owns the groups of one ``__consumer_offsets`` partition and returns records to append,
+responses and timers; the kernel's coordinator runtime does the I/O.
+"""
