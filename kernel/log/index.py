@@ -59,7 +59,8 @@ class _MmapIndex:
         self._mmap: mmap.mmap | None = None
         try:
             length = os.fstat(self._fd).st_size
-            if length == 0 and max_index_size > 0:
+            fresh = length == 0
+            if fresh and max_index_size > 0:
                 length = self._round(max_index_size)
                 os.ftruncate(self._fd, length)
             elif length % self.entry_size:
@@ -69,7 +70,7 @@ class _MmapIndex:
                 )
             self._length = length
             self._map(length)
-            self._entries = self._count_entries(length // self.entry_size)
+            self._entries = 0 if fresh else self._count_entries(length // self.entry_size)
             self._max_entries = length // self.entry_size
             self._load_last_entry()
         except BaseException:
@@ -83,6 +84,10 @@ class _MmapIndex:
 
     def _map(self, length: int) -> None:
         self._mmap = mmap.mmap(self._fd, length) if length > 0 else None
+        if self._mmap is not None and hasattr(mmap, "MADV_RANDOM"):
+            # Lookups touch a few scattered pages; readahead (8 MB on some hosts) would
+            # fault in most of a preallocated index on the first access.
+            self._mmap.madvise(mmap.MADV_RANDOM)
 
     def _count_entries(self, slots: int) -> int:
         """Entries in use: a file preallocated by a run that crashed ends in zero slots.

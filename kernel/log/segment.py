@@ -1,0 +1,656 @@
+"""One log segment: ``<20-digit base offset>.log`` with its ``.index`` and ``.timeindex``.
+
+Appends write the already validated batches with one ``pwrite`` and add an index entry
+every ``index.interval.bytes``. Reads translate an offset to a file position through the
+sparse index and then walk batch *headers* only, and return a byte range read with
+``pread``: records are never decoded on the fetch path. Everything but the active
+segment is opened lazily, so a clean start reads no segment data at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c as _crc32c
+
+from kernel.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
+from kernel.log.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    CURRENT_MAGIC,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    iter_records,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+
+SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
+RECOVERY_CHUNK_BYTES = 1024 * 1024
+
+def segment_file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset with where it lives, so delayed fetches can count bytes available
+    without touching files (Kafka's LogOffsetMetadata)."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+    @property
+    def message_offset_only(self) -> bool:
+        return self.segment_base_offset < 0
+
+    def on_same_segment(self, other: LogOffsetMetadata) -> bool:
+        return (
+            not self.message_offset_only
+            and self.segment_base_offset == other.segment_base_offset
+        )
+
+    def on_older_segment(self, other: LogOffsetMetadata) -> bool:
+        return self.segment_base_offset < other.segment_base_offset
+
+    def position_diff(self, other: LogOffsetMetadata) -> int:
+        """Bytes between two offsets of one segment."""
+        return self.relative_position_in_segment - other.relative_position_in_segment
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """Bytes read for a fetch: whole batches, except that the range may end inside the
+    last batch as Kafka's does (clients drop a partial trailing batch)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: bytes
+    first_entry_incomplete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """ListOffsets answer: ``leader_epoch`` None when unknown."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    written = os.pwrite(fd, data, position)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    position += written
+    while view:
+        n = os.pwrite(fd, view, position)
+        position += n
+        view = view[n:]
+
+
+class LogSegment:
+    """Files are opened on first use; ``active`` segments keep their indexes
+    preallocated to ``max_index_size`` (segment.index.bytes), others are trimmed."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+        active: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.created_ms = created_ms
+        self._active = active
+        stem = segment_file_stem(base_offset)
+        self.log_path = directory / (stem + LOG_SUFFIX)
+        self.index_path = directory / (stem + INDEX_SUFFIX)
+        self.time_index_path = directory / (stem + TIME_INDEX_SUFFIX)
+        self._fd = -1
+        self._size: int | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp: int | None = None  # loaded lazily from the time index
+        self._offset_of_max_timestamp = base_offset
+        self._rolling_based_timestamp: int | None = None
+        self._closed = False
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """A new, empty active segment; leftovers with the same name are replaced."""
+        segment = cls(
+            directory, base_offset, index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size, created_ms=now_ms, active=True,
+        )
+        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+            path.unlink(missing_ok=True)
+        segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        segment._size = 0
+        segment._max_timestamp = NO_TIMESTAMP
+        segment._open_indexes()
+        return segment
+
+    # -- files ----------------------------------------------------------------------
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            if self._closed:
+                raise ValueError(f"segment {self.log_path.name} is closed")
+            self._fd = os.open(self.log_path, os.O_RDWR)
+            if self._size is None:
+                self._size = os.fstat(self._fd).st_size
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            # stat rather than open: retention sums the sizes of segments nobody reads
+            self._size = os.stat(self.log_path).st_size if self._fd < 0 else os.fstat(
+                self._fd
+            ).st_size
+        return self._size
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    def _open_indexes(self, allow_rebuild: bool = True) -> None:
+        prealloc = self.max_index_size if self._active else -1
+        rebuild = not self.index_path.exists() or not self.time_index_path.exists()
+        try:
+            offset_index = OffsetIndex(self.index_path, self.base_offset, prealloc)
+            try:
+                time_index = TimeIndex(self.time_index_path, self.base_offset, prealloc)
+            except BaseException:
+                offset_index.close()
+                raise
+            try:
+                offset_index.sanity_check(self.size)
+                time_index.sanity_check()
+            except CorruptIndexError:
+                offset_index.delete()
+                time_index.delete()
+                raise
+        except CorruptIndexError:
+            self.index_path.unlink(missing_ok=True)
+            self.time_index_path.unlink(missing_ok=True)
+            offset_index = OffsetIndex(self.index_path, self.base_offset, prealloc)
+            time_index = TimeIndex(self.time_index_path, self.base_offset, prealloc)
+            rebuild = True
+        self._offset_index = offset_index
+        self._time_index = time_index
+        if rebuild and allow_rebuild and self.size > 0:
+            self.recover()
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._open_indexes()
+            assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._open_indexes()
+            assert self._time_index is not None
+        return self._time_index
+
+    # -- append ---------------------------------------------------------------------
+
+    def append(
+        self, records: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]
+    ) -> None:
+        """Write validated batches (``records`` is exactly ``batches`` back to back)."""
+        if not batches:
+            return
+        last_offset = batches[-1].last_offset
+        if not 0 <= last_offset - self.base_offset <= INT32_MAX:
+            raise ValueError(
+                f"offset {last_offset} does not fit segment {self.log_path.name}"
+            )
+        fd = self._open()
+        position = self.size
+        if position == 0:
+            self._rolling_based_timestamp = max(b.max_timestamp for b in batches)
+        _pwrite_all(fd, records, position)
+        offset_index = self.offset_index
+        time_index = self.time_index
+        max_ts = self.max_timestamp_so_far
+        interval = self.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        for batch in batches:
+            if batch.max_timestamp > max_ts:
+                max_ts = batch.max_timestamp
+                self._max_timestamp = max_ts
+                self._offset_of_max_timestamp = batch.last_offset
+            if since > interval:
+                # a full index only makes lookups scan further; the log rolls on it
+                if not offset_index.is_full():
+                    offset_index.append(batch.last_offset, position)
+                if not time_index.is_full():
+                    time_index.maybe_append(max_ts, self._offset_of_max_timestamp)
+                since = 0
+            size = batch.batch_length + LOG_OVERHEAD
+            position += size
+            since += size
+        self._bytes_since_last_index_entry = since
+        self._size = position
+
+    # -- timestamps -----------------------------------------------------------------
+
+    def _load_max_timestamp(self) -> None:
+        last = self.time_index.last_entry
+        if self._max_timestamp is None:
+            self._max_timestamp = last.timestamp
+            self._offset_of_max_timestamp = last.offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp is None:
+            self._load_max_timestamp()
+            assert self._max_timestamp is not None
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        if self._max_timestamp is None:
+            self._load_max_timestamp()
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention.ms compares: the largest record timestamp, else the file's
+        modification time (batches without timestamps)."""
+        ts = self.max_timestamp_so_far
+        if ts >= 0:
+            return ts
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        try:
+            return self.log_path.stat().st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
+
+    def _first_batch_timestamp(self) -> int:
+        if self._rolling_based_timestamp is None:
+            header = self._read_header(0) if self.size >= RECORD_BATCH_OVERHEAD else None
+            self._rolling_based_timestamp = (
+                header.max_timestamp if header is not None else NO_TIMESTAMP
+            )
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """segment.ms age: from the first batch's timestamp when it has one (so replicas
+        roll at the same records), else from when this segment object was created."""
+        first = self._first_batch_timestamp()
+        if first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now_ms: int,
+    ) -> bool:
+        size = self.size
+        if size > max_segment_bytes - messages_size:
+            return True
+        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > (
+            max_segment_ms
+        ):
+            return True
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return True
+        return not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX
+
+    # -- reads ----------------------------------------------------------------------
+
+    def _read_header(self, position: int) -> BatchHeader | None:
+        data = os.pread(self._open(), RECORD_BATCH_OVERHEAD, position)
+        if len(data) < RECORD_BATCH_OVERHEAD:
+            return None
+        return BatchHeader._make(BATCH_HEADER.unpack_from(data))
+
+    def scan_headers(
+        self, position: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``position``: headers are read in
+        chunks, the records are skipped."""
+        fd = self._open()
+        limit = self.size if end is None else end
+        chunk = b""
+        chunk_start = position
+        unpack = BATCH_HEADER.unpack_from
+        while position + RECORD_BATCH_OVERHEAD <= limit:
+            rel = position - chunk_start
+            if rel + RECORD_BATCH_OVERHEAD > len(chunk):
+                chunk = os.pread(fd, SCAN_CHUNK_BYTES, position)
+                chunk_start = position
+                rel = 0
+                if len(chunk) < RECORD_BATCH_OVERHEAD:
+                    return
+            header = BatchHeader._make(unpack(chunk, rel))
+            if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                return  # not a batch: recovery deals with it, readers stop here
+            yield position, header
+            position += header.batch_length + LOG_OVERHEAD
+
+    def translate_offset(
+        self, offset: int, starting_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= ``offset``."""
+        mapping = self.offset_index.lookup(offset)
+        for position, header in self.scan_headers(max(mapping.position, starting_position)):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return position, header
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = False,
+    ) -> FetchDataInfo | None:
+        """Bytes from the batch holding ``start_offset``, at most ``max_size`` (or the
+        whole first batch with ``min_one_batch``) and never past ``max_position``.
+        None when the segment has nothing at or after ``start_offset``."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, position)
+        batch_size = header.batch_length + LOG_OVERHEAD
+        adjusted = max(max_size, batch_size) if min_one_batch else max_size
+        limit = self.size if max_position is None else max_position
+        fetch_size = min(limit - position, adjusted)
+        if fetch_size <= 0:
+            return FetchDataInfo(metadata, b"")
+        data = os.pread(self._open(), fetch_size, position)
+        return FetchDataInfo(metadata, data, first_entry_incomplete=adjusted < batch_size)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self._open(), header.batch_length + LOG_OVERHEAD, position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset``;
+        only the one batch that holds it is decoded."""
+        entry: TimestampOffset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for pos, header in self.scan_headers(position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in iter_records(self.read_batch(pos, header)):
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    epoch = header.partition_leader_epoch
+                    return TimestampAndOffset(
+                        record.timestamp, record.offset, epoch if epoch >= 0 else None
+                    )
+        return None
+
+    def find_max_timestamp_record(self) -> TimestampAndOffset | None:
+        """The first record carrying this segment's max timestamp (ListOffsets -3)."""
+        max_ts = self.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        position = self.offset_index.lookup(self.offset_of_max_timestamp_so_far).position
+        for scan_from in (position, 0):
+            for pos, header in self.scan_headers(scan_from):
+                if header.max_timestamp != max_ts:
+                    continue
+                for record in iter_records(self.read_batch(pos, header)):
+                    if record.timestamp == max_ts:
+                        epoch = header.partition_leader_epoch
+                        return TimestampAndOffset(
+                            max_ts, record.offset, epoch if epoch >= 0 else None
+                        )
+        return None
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch: scans only from the last index entry."""
+        next_offset = self.base_offset
+        for _, header in self.scan_headers(self.offset_index.last_entry.position):
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        return next_offset
+
+    # -- recovery -------------------------------------------------------------------
+
+    def _recovery_start(self, start_offset: int, file_size: int) -> tuple[int, int]:
+        """(position, offset) to re-validate from: the indexed batch just below
+        ``start_offset`` (the recovery point), whose bytes and index entry were fsynced
+        before the recovery point moved past them. (0, base offset) when anything about
+        it looks wrong, so recovery falls back to the whole segment."""
+        entry = self.offset_index.lookup(start_offset - 1)
+        position = entry.position
+        if position <= 0 or position + RECORD_BATCH_OVERHEAD > file_size:
+            return 0, self.base_offset
+        header = self._read_header(position)
+        if (
+            header is None
+            or header.magic != CURRENT_MAGIC
+            or header.last_offset != entry.offset
+            or header.batch_length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD
+            or position + header.batch_length + LOG_OVERHEAD > file_size
+        ):
+            return 0, self.base_offset
+        batch = self.read_batch(position, header)
+        if _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
+            return 0, self.base_offset
+        self.offset_index.truncate_to(header.last_offset + 1)
+        self.time_index.truncate_to(header.last_offset + 1)
+        return position, header.base_offset
+
+    def recover(
+        self,
+        on_batch: Callable[[BatchHeader], None] | None = None,
+        start_offset: int | None = None,
+    ) -> int:
+        """Re-validate batches (framing, magic, CRC, increasing offsets), rebuild the
+        indexes over them and truncate at the first invalid or partial batch. With
+        ``start_offset`` (the recovery point) only the batches from the one just below
+        it are checked. Returns the number of bytes truncated."""
+        fd = self._open()
+        file_size = os.fstat(fd).st_size
+        if self._offset_index is None or self._time_index is None:
+            self._open_indexes(allow_rebuild=False)
+        offset_index = self.offset_index
+        time_index = self.time_index
+        offset_index.resize(self.max_index_size)
+        time_index.resize(self.max_index_size)
+        position, next_offset = 0, self.base_offset
+        if start_offset is not None and start_offset > self.base_offset:
+            position, next_offset = self._recovery_start(start_offset, file_size)
+        self._rolling_based_timestamp = None
+        if position == 0:
+            offset_index.reset()
+            time_index.reset()
+            self._max_timestamp = NO_TIMESTAMP
+            self._offset_of_max_timestamp = self.base_offset
+        else:
+            last = time_index.last_entry
+            self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
+        crc32c = _crc32c.crc32c
+        since = 0
+        chunk = b""
+        chunk_start = position
+        while position + RECORD_BATCH_OVERHEAD <= file_size:
+            rel = position - chunk_start
+            if rel + RECORD_BATCH_OVERHEAD > len(chunk):
+                chunk = os.pread(fd, RECOVERY_CHUNK_BYTES, position)
+                chunk_start, rel = position, 0
+            header = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, rel))
+            size = header.batch_length + LOG_OVERHEAD
+            if (
+                size < RECORD_BATCH_OVERHEAD
+                or position + size > file_size
+                or chunk[rel + MAGIC_OFFSET] != CURRENT_MAGIC
+                or header.base_offset < next_offset
+                or header.last_offset_delta < 0
+                or header.last_offset - self.base_offset > INT32_MAX
+            ):
+                break
+            if rel + size > len(chunk):
+                if size > RECOVERY_CHUNK_BYTES:
+                    batch = os.pread(fd, size, position)
+                    view = memoryview(batch)[ATTRIBUTES_OFFSET:]
+                else:
+                    chunk = os.pread(fd, RECOVERY_CHUNK_BYTES, position)
+                    chunk_start, rel = position, 0
+                    view = memoryview(chunk)[ATTRIBUTES_OFFSET:size]
+            else:
+                view = memoryview(chunk)[rel + ATTRIBUTES_OFFSET:rel + size]
+            if len(view) != size - ATTRIBUTES_OFFSET or crc32c(view) != header.crc:
+                break
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+            if since > self.index_interval_bytes:
+                if not offset_index.is_full():
+                    offset_index.append(header.last_offset, position)
+                if not time_index.is_full():
+                    time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                since = 0
+            if on_batch is not None:
+                on_batch(header)
+            next_offset = header.last_offset + 1
+            position += size
+            since += size
+        truncated = file_size - position
+        if truncated:
+            os.ftruncate(fd, position)
+        self._size = position
+        self._bytes_since_last_index_entry = since
+        if not self._active:
+            self._finish_inactive()
+        return truncated
+
+    # -- truncation, lifecycle ----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove batches from the one holding ``offset`` on (follower truncation);
+        returns bytes removed. The segment becomes (or stays) the active one."""
+        found = self.translate_offset(offset)
+        self.make_active()
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        old = self.size
+        os.ftruncate(self._open(), position)
+        self._size = position
+        if position == 0:
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        last = self.time_index.last_entry
+        self._max_timestamp = last.timestamp
+        self._offset_of_max_timestamp = last.offset
+        return old - position
+
+    def make_active(self) -> None:
+        """Preallocate the indexes again: the segment takes appends."""
+        self._active = True
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+
+    def _finish_inactive(self) -> None:
+        if self._max_timestamp is not None and self._max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def on_become_inactive(self) -> None:
+        """Roll: record the final max timestamp and trim the preallocated indexes."""
+        self._active = False
+        self._finish_inactive()
+
+    def flush(self) -> None:
+        """fsync data and indexes; called from a worker thread while the event loop
+        appends. A segment closed meanwhile is skipped (it was flushed on close)."""
+        fd = self._fd
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            except OSError:
+                if not self._closed:
+                    raise
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._offset_index is not None and self._time_index is not None:
+            self._finish_inactive()
+        self._closed = True
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close()
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def delete(self) -> None:
+        self._closed = True
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.delete()
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
+        self.directory.joinpath(segment_file_stem(self.base_offset) + TXN_INDEX_SUFFIX).unlink(
+            missing_ok=True
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+
