@@ -1,0 +1,513 @@
+"""All partition logs of one broker: loading and recovery at startup, creation and
+deletion, and the periodic work (retention, flush.ms, recovery-point checkpoints).
+
+Per log directory: ``.lock`` (one broker per directory), ``.kafka_cleanshutdown``
+(written by a clean close: the next start reads no segment data), and Kafka's
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``. Without the
+marker each log re-validates only what lies after its checkpointed recovery point.
+
+Everything here runs on the broker's event loop except fsyncs and checkpoint writes,
+which go to this manager's own thread pool. No module-level state: two brokers in one
+process share nothing. Observers are plain callbacks injected by the owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from kernel.config import BrokerConfig
+from kernel.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointError,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from kernel.log.log import (
+    DELETE_DIR_SUFFIX,
+    Log,
+    LogCallbacks,
+    LogConfig,
+    log_dir_name,
+    parse_topic_partition,
+)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+# Directories in a log dir that are not partition logs of this manager.
+SKIPPED_DIRS = frozenset({"__cluster_metadata-0"})
+# Intervals at or above this mean "never" (Kafka's defaults are Long.MAX_VALUE).
+_NEVER_MS = 10 * 365 * 24 * 3600 * 1000
+
+TopicPartition = tuple[str, int]
+SegmentRolledCallback = Callable[[str, int, int], None]
+AppendedCallback = Callable[[str, int, int, int], None]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogDirInUseError(Exception):
+    """Another broker (or manager) holds the log directory's lock."""
+
+
+class LogManager:
+    """Owns every :class:`Log` of a broker.
+
+    :param log_dirs: Kafka's ``log.dirs``; new logs go to the one with fewest logs.
+    :param broker_config: broker defaults of the topic configs.
+    :param topic_overrides: topic -> topic-level config overrides known at load time
+        (the cluster image); later changes come through :meth:`update_topic_config`.
+    :param high_watermark: the replica layer's high watermark of a log; retention never
+        deletes at or above it (default: the log end offset).
+    :param on_segment_rolled: ``(topic, partition, new base offset)`` observer.
+    :param on_log_appended: ``(topic, partition, first offset, last offset)`` observer.
+    """
+
+    def __init__(
+        self,
+        log_dirs: Sequence[str | Path],
+        broker_config: BrokerConfig,
+        *,
+        topic_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        high_watermark: Callable[[Log], int | None] | None = None,
+        on_segment_rolled: SegmentRolledCallback | None = None,
+        on_log_appended: AppendedCallback | None = None,
+        logger: Any = None,
+        time_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self._broker_config = broker_config
+        self._overrides: dict[str, dict[str, Any]] = {
+            t: dict(o) for t, o in (topic_overrides or {}).items()
+        }
+        self._high_watermark = high_watermark
+        self._on_segment_rolled = on_segment_rolled
+        self._on_log_appended = on_log_appended
+        self._log = logger if logger is not None else structlog.get_logger("kafkernel.log")
+        self._time_ms = time_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock_fds: dict[Path, int] = {}
+        self._loaded = False
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._periodic: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._pending_flush: set[TopicPartition] = set()
+        self._lso_checkpoint_pending = False
+        self._callbacks = LogCallbacks(
+            on_segment_rolled=self._segment_rolled,
+            on_appended=self._appended if on_log_appended is not None else None,
+            on_flush_needed=self._flush_needed,
+            on_log_start_offset_changed=self._log_start_offset_changed,
+        )
+
+    # -- configuration ------------------------------------------------------------------
+
+    @property
+    def broker_config(self) -> BrokerConfig:
+        return self._broker_config
+
+    def config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_broker(self._broker_config, self._overrides.get(topic, {}))
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> None:
+        """Topic configs changed (AlterConfigs): the topic's logs use them at once."""
+        self._overrides[topic] = dict(overrides)
+        config = self.config_for(topic)
+        for (t, _), log in self._logs.items():
+            if t == topic:
+                log.update_config(config)
+
+    def update_broker_config(self, broker_config: BrokerConfig) -> None:
+        """Dynamic broker defaults changed: every log re-resolves its configs."""
+        self._broker_config = broker_config
+        for (topic, _), log in self._logs.items():
+            log.update_config(self.config_for(topic))
+
+    # -- loading ------------------------------------------------------------------------
+
+    def _lock_dir(self, directory: Path) -> None:
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirInUseError(
+                f"{directory}: the log directory is in use by another broker"
+            ) from None
+        self._lock_fds[directory] = fd
+
+    def load(self) -> None:
+        """Open every partition directory. Blocking (recovery reads data): :meth:`start`
+        runs it in a worker thread."""
+        if self._loaded:
+            return
+        try:
+            for directory in self.log_dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._lock_dir(directory)
+                self._load_dir(directory)
+        except BaseException:
+            self._release_locks()
+            for log in self._logs.values():
+                log.close(flush=False)
+            self._logs.clear()
+            raise
+        self._loaded = True
+
+    def _load_dir(self, directory: Path) -> None:
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        try:
+            recovery_points = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
+        except CheckpointError as e:
+            # recovering everything from the start is slow but always correct
+            self._log.warning("ignoring unreadable recovery point checkpoint", error=str(e))
+            recovery_points, clean = {}, False
+        try:
+            start_offsets = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+        except CheckpointError as e:
+            self._log.warning("ignoring unreadable log start offset checkpoint", error=str(e))
+            start_offsets = {}
+        started = time.monotonic()
+        loaded = 0
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if not entry.is_dir() or entry.name in SKIPPED_DIRS:
+                continue
+            path = Path(entry.path)
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a deletion the last run began
+                continue
+            try:
+                key = parse_topic_partition(entry.name)
+            except ValueError:
+                continue
+            if key in self._logs:
+                raise RuntimeError(
+                    f"duplicate log directories for {entry.name}: {self._logs[key].dir} "
+                    f"and {path}"
+                )
+            self._logs[key] = Log.open(
+                path, self.config_for(key[0]),
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                had_clean_shutdown=clean, callbacks=self._callbacks, now_ms=self._time_ms(),
+            )
+            loaded += 1
+        if clean:
+            # from now on a crash must be seen as one: the removal has to be durable
+            marker.unlink()
+            fsync_dir(directory)
+        self._log.info(
+            "loaded logs", log_dir=str(directory), logs=loaded, clean_shutdown=clean,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    # -- logs ---------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise RuntimeError("the log manager is closed")
+        if not self._loaded:
+            self.load()
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def _next_log_dir(self) -> Path:
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for log in self._logs.values():
+            parent = log.dir.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        overrides: Mapping[str, Any] | LogConfig | None = None,
+    ) -> Log:
+        """The partition's log, created empty if absent. ``overrides`` are the topic's
+        config overrides (Kafka names; strings or typed values, e.g. the result of
+        ``resolve_topic_configs``) and become the topic's configs; None keeps the
+        known ones."""
+        self._check_usable()
+        if isinstance(overrides, LogConfig):
+            config = overrides
+        else:
+            if overrides is not None:
+                self._overrides[topic] = dict(overrides)
+            config = self.config_for(topic)
+        log = self._logs.get((topic, partition))
+        if log is not None:
+            if overrides is not None:
+                log.update_config(config)
+            return log
+        directory = self._next_log_dir() / log_dir_name(topic, partition)
+        log = Log.open(
+            directory, config, had_clean_shutdown=False, callbacks=self._callbacks,
+            now_ms=self._time_ms(),
+        )
+        self._logs[(topic, partition)] = log
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and remove its directory (renamed first, removed in the
+        background when running). False if there was no such log."""
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        self._pending_flush.discard((topic, partition))
+        log.close(flush=False)
+        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            os.rename(log.dir, target)
+        except FileNotFoundError:
+            return True
+        if self._loop is not None and self._executor is not None:
+            self._spawn(self._in_thread(shutil.rmtree, target, True))
+        else:
+            shutil.rmtree(target, ignore_errors=True)
+        return True
+
+    # -- checkpoints --------------------------------------------------------------------
+
+    def _snapshot_recovery_points(self) -> dict[Path, dict[TopicPartition, int]]:
+        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for key, log in self._logs.items():
+            snapshot.setdefault(log.dir.parent, {})[key] = log.recovery_point
+        return snapshot
+
+    def _snapshot_log_start_offsets(self) -> dict[Path, dict[TopicPartition, int]]:
+        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for key, log in self._logs.items():
+            if log.log_start_offset > log.segments[0].base_offset:
+                snapshot.setdefault(log.dir.parent, {})[key] = log.log_start_offset
+        return snapshot
+
+    @staticmethod
+    def _write_checkpoints(name: str, snapshot: dict[Path, dict[TopicPartition, int]]) -> None:
+        for directory, offsets in snapshot.items():
+            if directory.exists():
+                write_offset_checkpoint(directory / name, offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every log dir's recovery-point-offset-checkpoint (blocking: fsync)."""
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._snapshot_recovery_points())
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write every log dir's log-start-offset-checkpoint (blocking: fsync)."""
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, self._snapshot_log_start_offsets())
+
+    # -- callbacks from the logs (event loop) -------------------------------------------
+
+    def _appended(self, log: Log, first_offset: int, last_offset: int) -> None:
+        if self._on_log_appended is not None:
+            self._on_log_appended(log.topic, log.partition, first_offset, last_offset)
+
+    def _segment_rolled(self, log: Log, base_offset: int) -> None:
+        if self._on_segment_rolled is not None:
+            self._on_segment_rolled(log.topic, log.partition, base_offset)
+        # as Kafka: the rolled segment is flushed in the background
+        if self._loop is not None:
+            self._spawn(self.flush_log(log, base_offset))
+
+    def _flush_needed(self, log: Log) -> None:
+        key = (log.topic, log.partition)
+        if self._loop is None or key in self._pending_flush:
+            return
+        self._pending_flush.add(key)
+
+        async def flush() -> None:
+            try:
+                await self.flush_log(log)
+            finally:
+                self._pending_flush.discard(key)
+
+        self._spawn(flush())
+
+    def _log_start_offset_changed(self, log: Log) -> None:
+        if self._loop is None:
+            if self._loaded and not self._closed:
+                self.checkpoint_log_start_offsets()
+            return
+        if self._lso_checkpoint_pending:
+            return
+        self._lso_checkpoint_pending = True
+
+        async def checkpoint() -> None:
+            self._lso_checkpoint_pending = False
+            snapshot = self._snapshot_log_start_offsets()
+            await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, snapshot)
+
+        self._spawn(checkpoint())
+
+    # -- async operation ------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._log.error("log background task failed", error=repr(task.exception()))
+
+    def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        assert self._loop is not None
+        return self._loop.run_in_executor(self._executor, fn, *args)
+
+    async def flush_log(self, log: Log, up_to_offset: int | None = None) -> None:
+        """fsync ``log`` up to ``up_to_offset`` (default: its current log end offset) in
+        a worker thread; e.g. a produce path that must not answer before the fsync."""
+        if self._loop is None:
+            log.flush(up_to_offset)
+            return
+        up_to = log.log_end_offset if up_to_offset is None else up_to_offset
+        if up_to > log.recovery_point and not log.closed:
+            await self._in_thread(log.flush, up_to)
+
+    async def start(self) -> None:
+        """Load the logs (in a worker thread) and start the periodic tasks on the
+        running loop."""
+        if self._loop is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(2, 2 * len(self.log_dirs)), thread_name_prefix="kafkernel-log"
+        )
+        self._loop = loop
+        if not self._loaded:
+            await loop.run_in_executor(self._executor, self.load)
+        config = self._broker_config
+        self._every(config.log_retention_check_interval_ms, self.run_retention)
+        self._every(config.log_flush_scheduler_interval_ms, self.flush_dirty_logs)
+        self._every(config.log_flush_offset_checkpoint_interval_ms, self.checkpoint)
+
+    def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]]) -> None:
+        if interval_ms <= 0 or interval_ms >= _NEVER_MS:
+            return
+        assert self._loop is not None
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    await job()
+                except Exception as e:
+                    self._log.error("periodic log task failed", task=job.__name__,
+                                    error=repr(e))
+
+        self._periodic.append(self._loop.create_task(run(), name=f"log-{job.__name__}"))
+
+    async def run_retention(self) -> int:
+        """One retention pass over every log; returns the segments deleted."""
+        now = self._time_ms()
+        deleted = 0
+        for log in list(self._logs.values()):
+            if log.closed:
+                continue
+            hw = self._high_watermark(log) if self._high_watermark is not None else None
+            deleted += log.delete_retention_exceeded(now, hw)
+        return deleted
+
+    async def flush_dirty_logs(self) -> None:
+        """flush.ms: fsync the logs whose last flush is older than their flush.ms."""
+        now = self._time_ms()
+        jobs = [self.flush_log(log) for log in list(self._logs.values()) if log.needs_flush(now)]
+        if jobs:
+            await asyncio.gather(*jobs)
+
+    async def checkpoint(self) -> None:
+        """Write the recovery points and log start offsets in a worker thread."""
+        recovery_points = self._snapshot_recovery_points()
+        start_offsets = self._snapshot_log_start_offsets()
+        await self._in_thread(self._write_checkpoints, RECOVERY_POINT_CHECKPOINT, recovery_points)
+        await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, start_offsets)
+
+    async def stop(self) -> None:
+        """Stop the periodic tasks, let background flushes finish, then close cleanly
+        (flush, checkpoints, clean-shutdown marker) in a worker thread."""
+        loop = self._loop
+        if loop is None:
+            self.close()
+            return
+        for task in self._periodic:
+            task.cancel()
+        for task in self._periodic:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._periodic.clear()
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await loop.run_in_executor(self._executor, self.close)
+        self._loop = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, write the checkpoints and the
+        clean-shutdown marker of each log dir whose logs all closed cleanly."""
+        if self._closed:
+            return
+        self._closed = True
+        failed: set[Path] = set()
+        for log in self._logs.values():
+            try:
+                log.close()
+            except OSError as e:
+                failed.add(log.dir.parent)
+                self._log.error("closing log failed", log=log.name, error=str(e))
+        if self._loaded:
+            try:
+                self.checkpoint_recovery_points()
+                self.checkpoint_log_start_offsets()
+            except OSError as e:
+                failed.update(self.log_dirs)
+                self._log.error("writing checkpoints failed", error=str(e))
+            for directory in self.log_dirs:
+                if directory in failed or not directory.exists():
+                    continue
+                marker = directory / CLEAN_SHUTDOWN_FILE
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                fsync_dir(directory)
+        self._logs.clear()
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds.values():
+            os.close(fd)  # closing releases the flock
+        self._lock_fds.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
