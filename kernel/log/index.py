@@ -161,10 +161,13 @@ class _MmapIndex:
 
     def flush(self) -> None:
         """fsync the dirty pages; safe from a worker thread (releases the GIL)."""
+        fd = self._fd
+        if fd < 0:
+            return
         try:
-            os.fsync(self._fd)
+            os.fsync(fd)
         except OSError:
-            if self._fd >= 0:
+            if self._fd >= 0:  # not closed meanwhile by the event loop: a real error
                 raise
 
     def _close_files(self) -> None:

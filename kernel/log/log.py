@@ -656,10 +656,11 @@ class Log:
         is read before the segment snapshot, so every byte below it was written before
         the fsync starts."""
         with self._flush_lock:
-            leo = self._leo
+            with self._state_lock:  # a truncation changes all three together
+                truncations = self._truncations
+                leo = self._leo
+                recovery_point = self._recovery_point
             up_to = leo if up_to_offset is None else min(up_to_offset, leo)
-            truncations = self._truncations
-            recovery_point = self._recovery_point
             if up_to <= recovery_point:
                 return
             segments = self._segments
@@ -787,6 +788,7 @@ class Log:
         doomed = segments[len(keep):]
         with self._state_lock:
             self._truncations += 1
+            self._leo = offset
             self._recovery_point = min(self._recovery_point, offset)
         self._set_segments(keep)
         for segment in doomed:
@@ -795,7 +797,6 @@ class Log:
             keep[-1].truncate_to(offset)
         except OSError as e:
             raise _storage_error(self, e) from e
-        self._leo = offset
         self._log_start_offset = min(self._log_start_offset, offset)
         self._epochs.truncate_from_end(offset)
         return True
@@ -807,6 +808,7 @@ class Log:
         now = _wall_ms() if now_ms is None else now_ms
         with self._state_lock:
             self._truncations += 1
+            self._leo = new_offset
             self._recovery_point = new_offset
         doomed = self._segments
         segment = self._new_segment(self.dir, new_offset, self._config, now)
@@ -814,7 +816,6 @@ class Log:
         for old in doomed:
             if old.base_offset != new_offset:
                 old.delete()
-        self._leo = new_offset
         self._log_start_offset = new_offset
         self._epochs.clear()
         if self._callbacks.on_log_start_offset_changed is not None:

@@ -1,0 +1,600 @@
+"""One partition's log: appends and reads across rolls, offsets out of range,
+timestamps, retention, DeleteRecords, truncation, recovery and the leader epoch cache."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel.config import BrokerConfig
+from kernel.log.leader_epoch import LeaderEpochFileCache
+from kernel.log.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    LogCallbacks,
+    LogConfig,
+    UnexpectedAppendOffsetError,
+    parse_topic_partition,
+)
+from kernel.log.records import (
+    AppendOrigin,
+    Compression,
+    SimpleRecord,
+    TimestampType,
+    build_batch,
+    iter_batches,
+    iter_records,
+    read_batch_header,
+    validate_and_assign_offsets,
+)
+from kernel.log.segment import LogSegment, TimestampAndOffset
+from kernel.protocol.errors import ErrorCode, KafkaError
+
+NOW = 1_700_000_000_000
+
+
+def batch(n: int = 5, ts: int = NOW, size: int = 50, **kw: Any) -> bytes:
+    return build_batch(
+        [SimpleRecord(value=bytes([65 + i % 26]) * size, key=b"k%d" % i, timestamp=ts + i)
+         for i in range(n)],
+        **kw,
+    )
+
+
+def open_log(path: Path, name: str = "topic-0", **config: Any) -> Log:
+    return Log.open(path / name, LogConfig(**config), now_ms=NOW)
+
+
+def offsets_in(data: bytes) -> list[int]:
+    return [r.offset for _, b in iter_batches(data) for r in iter_records(b)]
+
+
+def read_all(log: Log, start: int | None = None) -> list[int]:
+    offset = log.log_start_offset if start is None else start
+    seen: list[int] = []
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).records
+        got = [o for o in offsets_in(data) if o >= offset]
+        assert got, offset
+        seen += got
+        offset = got[-1] + 1
+    return seen
+
+
+# -- appends and reads ------------------------------------------------------------------
+
+
+def test_append_and_read_across_rolls(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=2_000, index_interval_bytes=300)
+    infos = [log.append_as_leader(batch(5), leader_epoch=1, now_ms=NOW) for _ in range(40)]
+    assert [i.first_offset for i in infos] == list(range(0, 200, 5))
+    assert log.log_end_offset == 200 and len(log.segments) > 5
+    bases = [s.base_offset for s in log.segments]
+    assert bases == sorted(bases) and bases[0] == 0
+    assert read_all(log) == list(range(200))
+    for offset in (0, 3, 4, 5, 77, 199):  # the batch holding the offset comes first
+        data = log.read(offset, 1).records
+        header = read_batch_header(data)
+        assert header.base_offset <= offset <= header.last_offset
+    assert log.read(200, 100).records == b""  # at the log end: nothing yet
+    log.close()
+
+
+def test_reads_stop_at_max_bytes_and_at_the_high_watermark(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    sizes = [len(log_append(log, batch(5))) for _ in range(10)]
+    data = log.read(0, sizes[0] + sizes[1] + 10).records
+    assert offsets_in(data) == list(range(10))  # the partial third batch is dropped
+    assert len(data) == sizes[0] + sizes[1] + 10
+    limited = log.read(0, 1 << 20, max_offset_exclusive=20).records
+    assert offsets_in(limited) == list(range(20))
+    assert log.read(20, 1 << 20, max_offset_exclusive=20).records == b""
+    assert log.read(25, 1 << 20, max_offset_exclusive=20).records == b""
+
+
+def test_high_watermark_in_an_older_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1_500)
+    for _ in range(20):
+        log_append(log, batch(5))
+    hw = 15
+    seen = []
+    offset = 0
+    while True:
+        data = log.read(offset, 1 << 20, max_offset_exclusive=hw).records
+        if not data:
+            break
+        got = offsets_in(data)
+        seen += got
+        offset = got[-1] + 1
+    assert seen == list(range(15))
+
+
+def log_append(log: Log, data: bytes) -> bytes:
+    info = log.append_as_leader(data, leader_epoch=0, now_ms=NOW)
+    return log.read(info.first_offset, len(data)).records
+
+
+def test_min_one_batch_returns_a_batch_larger_than_max_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    big = batch(50, size=200)
+    log.append_as_leader(big, 0, NOW)
+    log.append_as_leader(batch(1), 0, NOW)
+    info = log.read(0, 100, min_one_batch=True)
+    assert len(info.records) == len(big) and offsets_in(info.records) == list(range(50))
+    assert not info.first_entry_incomplete
+    partial = log.read(0, 100, min_one_batch=False)
+    assert len(partial.records) == 100 and partial.first_entry_incomplete
+    assert offsets_in(partial.records) == []
+
+
+def test_offsets_out_of_range(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(5), 0, NOW)
+    for bad in (-1, 6, 1_000):
+        with pytest.raises(KafkaError) as e:
+            log.read(bad, 100)
+        assert e.value.error_code == ErrorCode.offset_out_of_range
+    assert log.read(5, 100).records == b""
+
+
+def test_invalid_appends_leave_the_log_unchanged(tmp_path: Path) -> None:
+    log = open_log(tmp_path, max_message_bytes=500, segment_bytes=100_000)
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(batch(20), 0, NOW)
+    assert e.value.error_code == ErrorCode.message_too_large
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 1
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(bytes(corrupt), 0, NOW)
+    assert e.value.error_code == ErrorCode.corrupt_message
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+
+
+def test_append_larger_than_a_segment_is_record_list_too_large(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1_000)
+    data = b"".join(
+        bytes(validate_and_assign_offsets(
+            batch(5), next_offset=5 * i, leader_epoch=0, now_ms=NOW, max_message_bytes=1 << 20
+        )[0])
+        for i in range(4)
+    )
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(data, 0, NOW, origin=AppendOrigin.COORDINATOR)
+    assert e.value.error_code == ErrorCode.record_list_too_large
+
+
+def test_log_append_time_topic(tmp_path: Path) -> None:
+    log = open_log(tmp_path, message_timestamp_type="LogAppendTime")
+    info = log.append_as_leader(batch(3, ts=5), 0, now_ms=NOW + 42)
+    assert info.log_append_time == NOW + 42
+    header = read_batch_header(log.read(0, 1 << 20).records)
+    assert header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert header.max_timestamp == NOW + 42
+
+
+def test_topic_compression_type_recompresses(tmp_path: Path) -> None:
+    log = open_log(tmp_path, compression_type="gzip")
+    log.append_as_leader(batch(10), 0, NOW)
+    data = log.read(0, 1 << 20).records
+    assert read_batch_header(data).compression == Compression.GZIP
+    assert offsets_in(data) == list(range(10))
+
+
+def test_compacted_topic_rejects_records_without_key(tmp_path: Path) -> None:
+    log = open_log(tmp_path, cleanup_policy=("compact",))
+    log.append_as_leader(batch(2), 0, NOW)
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(build_batch([SimpleRecord(value=b"x")]), 0, NOW)
+    assert e.value.error_code == ErrorCode.invalid_record
+
+
+# -- rolling ---------------------------------------------------------------------------
+
+
+def test_roll_on_segment_ms_uses_the_first_batch_timestamp(tmp_path: Path) -> None:
+    rolled: list[int] = []
+    log = Log.open(
+        tmp_path / "t-0", LogConfig(segment_ms=1_000), now_ms=NOW,
+        callbacks=LogCallbacks(on_segment_rolled=lambda _log, base: rolled.append(base)),
+    )
+    log.append_as_leader(batch(2, ts=NOW), 0, NOW)
+    log.append_as_leader(batch(2, ts=NOW + 500), 0, NOW)
+    assert len(log.segments) == 1
+    log.append_as_leader(batch(2, ts=NOW + 1_001), 0, NOW)  # the clock did not move
+    assert [s.base_offset for s in log.segments] == [0, 4] and rolled == [4]
+
+
+def test_roll_when_the_index_is_full(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_index_bytes=8 * 3, index_interval_bytes=1)
+    for _ in range(10):
+        log.append_as_leader(batch(1), 0, NOW)
+    assert len(log.segments) >= 3
+    assert read_all(log) == list(range(10))
+
+
+# -- timestamps ------------------------------------------------------------------------
+
+
+def test_fetch_offset_for_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1_200, index_interval_bytes=100)
+    for i in range(10):
+        log.append_as_leader(batch(5, ts=1_000 + 100 * i), leader_epoch=3 if i < 5 else 4,
+                             now_ms=NOW)
+    assert len(log.segments) > 2
+    assert log.fetch_offset_for_timestamp(EARLIEST_TIMESTAMP) == TimestampAndOffset(-1, 0, 3)
+    assert log.fetch_offset_for_timestamp(LATEST_TIMESTAMP) == TimestampAndOffset(-1, 50, 4)
+    assert log.fetch_offset_for_timestamp(0) == TimestampAndOffset(1_000, 0, 3)
+    assert log.fetch_offset_for_timestamp(1_003) == TimestampAndOffset(1_003, 3, 3)
+    assert log.fetch_offset_for_timestamp(1_050) == TimestampAndOffset(1_100, 5, 3)
+    assert log.fetch_offset_for_timestamp(1_702) == TimestampAndOffset(1_702, 37, 4)
+    assert log.fetch_offset_for_timestamp(1_904) == TimestampAndOffset(1_904, 49, 4)
+    assert log.fetch_offset_for_timestamp(1_905) is None
+    assert log.fetch_offset_for_timestamp(MAX_TIMESTAMP) == TimestampAndOffset(1_904, 49, 4)
+
+
+def test_max_timestamp_is_the_first_record_holding_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(3, ts=500), 0, NOW)
+    records = [SimpleRecord(value=b"x", timestamp=t) for t in (100, 900, 300)]
+    log.append_as_leader(build_batch(records), 0, NOW)
+    log.append_as_leader(batch(2, ts=200), 0, NOW)
+    assert log.fetch_offset_for_timestamp(MAX_TIMESTAMP) == TimestampAndOffset(900, 4, 0)
+
+
+# -- retention and DeleteRecords --------------------------------------------------------
+
+
+def filled(tmp_path: Path, **config: Any) -> Log:
+    config.setdefault("segment_bytes", 1_000)
+    log = open_log(tmp_path, **config)
+    for i in range(20):
+        log.append_as_leader(batch(5, ts=NOW - 100_000 + 1_000 * i), 0, NOW)
+    return log
+
+
+def test_retention_by_time_never_deletes_the_active_segment(tmp_path: Path) -> None:
+    log = filled(tmp_path, retention_ms=50_000)
+    count = len(log.segments)
+    assert count > 4
+    deleted = log.delete_retention_exceeded(NOW)
+    assert deleted > 0 and len(log.segments) == count - deleted
+    assert all(NOW - s.largest_timestamp <= 50_000 for s in log.segments[:-1])
+    assert log.log_start_offset == log.segments[0].base_offset
+    assert read_all(log) == list(range(log.log_start_offset, 100))
+    # far in the future everything is old, but the active segment stays
+    log.delete_retention_exceeded(NOW + 10**9)
+    assert len(log.segments) == 1 and log.log_end_offset == 100
+    with pytest.raises(KafkaError):
+        log.read(0, 100)
+
+
+def test_retention_by_size(tmp_path: Path) -> None:
+    log = filled(tmp_path, retention_bytes=3_000, retention_ms=-1)
+    log.delete_retention_exceeded(NOW)
+    assert log.size - log.active_segment.size <= 3_000 or len(log.segments) == 1
+    assert log.size > 3_000 - max(s.size for s in log.segments)
+    assert read_all(log) == list(range(log.log_start_offset, 100))
+
+
+def test_retention_stops_at_the_high_watermark(tmp_path: Path) -> None:
+    log = filled(tmp_path, retention_ms=0)
+    log.delete_retention_exceeded(NOW + 10**9, high_watermark=log.segments[3].base_offset)
+    assert log.log_start_offset == log.segments[0].base_offset
+    assert len(log.segments) > 1 and log.segments[1].base_offset > log.log_start_offset
+
+
+def test_compact_only_topics_keep_old_segments(tmp_path: Path) -> None:
+    log = filled(tmp_path, retention_ms=0, cleanup_policy=("compact",))
+    assert log.delete_retention_exceeded(NOW + 10**9) == 0
+
+
+def test_delete_records_moves_the_log_start_offset(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    segments = len(log.segments)
+    assert log.delete_records_before(37) == 37
+    assert log.log_start_offset == 37
+    assert log.segments[0].base_offset <= 37 < (log.segments[1].base_offset)
+    assert len(log.segments) < segments
+    with pytest.raises(KafkaError) as e:
+        log.read(36, 100)
+    assert e.value.error_code == ErrorCode.offset_out_of_range
+    assert read_all(log)[0] == 37
+    assert log.fetch_offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 37  # type: ignore[union-attr]
+    assert log.delete_records_before(10) == 37  # never backwards
+    for bad in (101, -1):
+        with pytest.raises(KafkaError) as e:
+            log.delete_records_before(bad)
+        assert e.value.error_code == ErrorCode.offset_out_of_range
+    with pytest.raises(KafkaError):
+        log.delete_records_before(60, high_watermark=50)
+
+
+# -- truncation, followers --------------------------------------------------------------
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    log.assign_epoch_start_offset(5, 60)
+    assert log.truncate_to(45)
+    assert log.log_end_offset == 45 and read_all(log) == list(range(45))
+    assert log.latest_epoch == 0
+    assert not log.truncate_to(45)
+    log.append_as_leader(batch(5), 6, NOW)
+    assert read_all(log) == list(range(50))
+    assert log.truncate_to(0)
+    assert log.log_end_offset == 0 and log.read(0, 100).records == b""
+
+
+def test_follower_appends(tmp_path: Path) -> None:
+    leader = filled(tmp_path, segment_bytes=100_000)
+    follower = open_log(tmp_path, name="follower-0")
+    data = leader.read(0, 2_000).records  # ends inside a batch
+    info = follower.append_as_follower(data)
+    assert info.first_offset == 0 and follower.log_end_offset == info.last_offset + 1
+    assert follower.read(0, 1 << 20).records == data[: info.valid_bytes]
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(leader.read(0, 2_000).records)
+    # a compacted leader may skip offsets
+    later = leader.read(80, 1 << 20).records
+    follower.append_as_follower(later)
+    assert follower.log_end_offset == 100
+    assert follower.latest_epoch == 0
+
+
+def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    log.truncate_fully_and_start_at(500)
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (500, 500, 1)
+    assert log.append_as_follower(leader_batch_at(500)).first_offset == 500
+
+
+def leader_batch_at(offset: int) -> bytes:
+    buf, _ = validate_and_assign_offsets(
+        batch(3), next_offset=offset, leader_epoch=2, now_ms=NOW, max_message_bytes=1 << 20
+    )
+    return bytes(buf)
+
+
+# -- flush ------------------------------------------------------------------------------
+
+
+def test_flush_moves_the_recovery_point(tmp_path: Path) -> None:
+    needed: list[Log] = []
+    log = Log.open(
+        tmp_path / "t-0", LogConfig(flush_messages=10, flush_ms=1_000), now_ms=NOW,
+        callbacks=LogCallbacks(on_flush_needed=needed.append),
+    )
+    log.append_as_leader(batch(5), 0, NOW)
+    assert not log.needs_flush(NOW) and not needed
+    assert log.needs_flush(NOW + 1_000)  # flush.ms
+    log.append_as_leader(batch(5), 0, NOW)
+    assert log.needs_flush(NOW) and needed == [log]  # flush.messages
+    log.flush(5, now_ms=NOW)
+    assert log.recovery_point == 5 and log.unflushed_messages == 5
+    log.flush(now_ms=NOW)
+    assert log.recovery_point == 10 and not log.needs_flush(NOW + 999)
+
+
+def test_flush_in_a_thread_while_appending(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=3_000)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                log.flush()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        for _ in range(300):
+            log.append_as_leader(batch(3), 0, NOW)
+            assert log.recovery_point <= log.log_end_offset
+        log.truncate_to(450)
+        for _ in range(10):
+            log.append_as_leader(batch(3), 0, NOW)
+        log.delete_records_before(300)
+        log.delete_retention_exceeded(NOW)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 480
+
+
+# -- recovery ---------------------------------------------------------------------------
+
+
+def crash(log: Log) -> None:
+    """Drop the log without closing: indexes stay preallocated, nothing is trimmed."""
+    log.flush()
+    for segment in log.segments:
+        for index in (segment._offset_index, segment._time_index):
+            if index is not None:
+                index._close_files()
+        if segment._fd >= 0:
+            os.close(segment._fd)
+            segment._fd = -1
+
+
+def test_recovery_truncates_garbage_and_a_half_written_batch(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=5_000, index_interval_bytes=200)
+    for _ in range(30):
+        log.append_as_leader(batch(5), 0, NOW)
+    recovery_point = log.recovery_point
+    active = log.active_segment
+    good_size = active.size
+    half = batch(5)[:70]
+    crash(log)
+    with open(active.log_path, "ab") as f:
+        f.write(leader_batch_at(150)[:-20] + b"\x00garbage" * 30 + half)
+    recovered = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=5_000,
+                         index_interval_bytes=200), recovery_point=recovery_point, now_ms=NOW)
+    assert recovered.log_end_offset == 150
+    assert recovered.active_segment.size == good_size
+    assert os.path.getsize(active.log_path) == good_size
+    assert read_all(recovered) == list(range(150))
+    recovered.append_as_leader(batch(5), 0, NOW)
+    assert read_all(recovered) == list(range(155))
+
+
+def test_recovery_only_rescans_after_the_recovery_point(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=100_000, index_interval_bytes=200)
+    log = Log.open(tmp_path / "t-0", config, now_ms=NOW)
+    for _ in range(40):
+        log.append_as_leader(batch(5), 0, NOW)
+    log.flush()
+    position = log.convert_to_offset_metadata(50).relative_position_in_segment
+    path = log.active_segment.log_path
+    crash(log)
+    with open(path, "r+b") as f:  # rot a byte of flushed data before the recovery point
+        f.seek(position + 100)
+        byte = f.read(1)
+        f.seek(position + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    again = Log.open(tmp_path / "t-0", config, recovery_point=190, now_ms=NOW)
+    assert again.log_end_offset == 200  # not re-validated: the flushed part is trusted
+    crash(again)
+    from_zero = Log.open(tmp_path / "t-0", config, recovery_point=0, now_ms=NOW)
+    assert from_zero.log_end_offset == 50  # a full scan stops at the rotten batch
+
+
+def test_recovery_deletes_segments_after_a_truncated_one(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1_000)
+    log = Log.open(tmp_path / "t-0", config, now_ms=NOW)
+    for _ in range(20):
+        log.append_as_leader(batch(5), 0, NOW)
+    second = log.segments[1]
+    crash(log)
+    with open(second.log_path, "r+b") as f:
+        f.truncate(second.size - 3)
+    again = Log.open(tmp_path / "t-0", config, recovery_point=0, now_ms=NOW)
+    assert again.active_segment.base_offset == second.base_offset
+    assert len(again.segments) == 2
+    assert read_all(again) == list(range(again.log_end_offset))
+
+
+def test_clean_start_reads_no_segment_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = LogConfig(segment_bytes=200_000, index_interval_bytes=4096)
+    log = Log.open(tmp_path / "t-0", config, now_ms=NOW)
+    for _ in range(1_200):
+        log.append_as_leader(batch(10, size=100), 0, NOW)
+    assert log.size > 1_000_000 and len(log.segments) > 5
+    log.close()
+
+    read_bytes = 0
+    real_pread = os.pread
+
+    def counting_pread(fd: int, n: int, offset: int) -> bytes:
+        nonlocal read_bytes
+        data = real_pread(fd, n, offset)
+        read_bytes += len(data)
+        return data
+
+    def no_recovery(*args: Any, **kwargs: Any) -> int:
+        raise AssertionError("a clean start must not recover")
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    monkeypatch.setattr(LogSegment, "recover", no_recovery)
+    again = Log.open(tmp_path / "t-0", config, had_clean_shutdown=True, now_ms=NOW)
+    assert again.log_end_offset == 12_000 and again.recovery_point == 12_000
+    assert read_bytes <= 2 * 16 * 1024  # the active segment's tail after its last index entry
+    assert all(s._fd < 0 for s in again.segments[:-1])  # old segments are not even opened
+
+
+# -- leader epochs ----------------------------------------------------------------------
+
+
+def test_leader_epoch_cache(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for epoch in (0, 0, 2, 2, 5):
+        log.append_as_leader(batch(5), epoch, NOW)
+    cache = log.leader_epoch_cache
+    assert [(e.epoch, e.start_offset) for e in cache.entries] == [(0, 0), (2, 10), (5, 20)]
+    assert log.end_offset_for_epoch(0) == (0, 10)
+    assert log.end_offset_for_epoch(1) == (0, 10)
+    assert log.end_offset_for_epoch(2) == (2, 20)
+    assert log.end_offset_for_epoch(5) == (5, 25)  # the current epoch ends at the log end
+    assert log.end_offset_for_epoch(9) == (-1, -1)
+    assert log.end_offset_for_epoch(-1) == (-1, -1)
+    text = (log.dir / "leader-epoch-checkpoint").read_text()
+    assert text == "0\n3\n0 0\n2 10\n5 20\n"
+    reloaded = LeaderEpochFileCache(log.dir)
+    assert reloaded.entries == cache.entries
+    assert cache.epoch_for_offset(15) == 2 and cache.epoch_for_offset(9) == 0
+    log.truncate_to(12)
+    assert [(e.epoch, e.start_offset) for e in cache.entries] == [(0, 0), (2, 10)]
+    log.delete_records_before(7)
+    assert [(e.epoch, e.start_offset) for e in cache.entries] == [(0, 7), (2, 10)]
+    assert log.end_offset_for_epoch(0) == (0, 10)
+
+
+def test_epoch_cache_entries_stay_monotonic(tmp_path: Path) -> None:
+    cache = LeaderEpochFileCache(tmp_path)
+    cache.assign(1, 10)
+    cache.assign(3, 20)
+    cache.assign(2, 15)  # an older epoch later in the log rewrites history after it
+    assert [(e.epoch, e.start_offset) for e in cache.entries] == [(1, 10), (2, 15)]
+    assert cache.end_offset_for(0, 100) == (0, 10)
+
+
+def test_epochs_survive_recovery(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(5), 1, NOW)
+    log.append_as_leader(batch(5), 4, NOW)
+    crash(log)
+    (log.dir / "leader-epoch-checkpoint").unlink()
+    again = Log.open(log.dir, LogConfig(), recovery_point=0, now_ms=NOW)
+    assert again.end_offset_for_epoch(1) == (1, 5)
+
+
+# -- configuration, names ---------------------------------------------------------------
+
+
+def test_log_config_defaults_follow_the_broker_defaults() -> None:
+    assert LogConfig.from_broker(BrokerConfig()) == LogConfig()
+    config = LogConfig.from_broker(
+        BrokerConfig(), {"segment.bytes": "2048", "cleanup.policy": "compact,delete"}
+    )
+    assert config.segment_bytes == 2048 and config.compact and config.delete
+
+
+def test_update_config_accepts_resolved_topic_configs(tmp_path: Path) -> None:
+    from kernel.config import resolve_topic_configs
+
+    log = open_log(tmp_path)
+    log.update_config(resolve_topic_configs(BrokerConfig(), {"max.message.bytes": "100"}))
+    assert log.config.max_message_bytes == 100
+    with pytest.raises(KafkaError):
+        log.append_as_leader(batch(5), 0, NOW)
+
+
+def test_partition_directory_names() -> None:
+    assert parse_topic_partition("my-topic-12") == ("my-topic", 12)
+    for bad in ("nodash", "topic-", "-3", "topic-x"):
+        with pytest.raises(ValueError):
+            parse_topic_partition(bad)
+
+
+def test_segment_files_are_named_by_base_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1_000)
+    for _ in range(10):
+        log.append_as_leader(batch(5), 0, NOW)
+    log.close()
+    names = sorted(p.name for p in log.dir.iterdir() if p.suffix == ".log")
+    assert names[0] == "00000000000000000000.log"
+    assert all(len(n) == len("00000000000000000000.log") for n in names)
+    for segment in log.segments[:-1]:
+        assert segment.index_path.stat().st_size % 8 == 0  # trimmed
