@@ -1,0 +1,202 @@
+"""The log manager: loading, clean shutdown marker, checkpoints, recovery after a crash,
+creation and deletion, directory locks and the periodic tasks on an event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel.config import BrokerConfig, resolve_topic_configs
+from kernel.log.checkpoint import read_offset_checkpoint
+from kernel.log.manager import CLEAN_SHUTDOWN_FILE, LogDirInUseError, LogManager
+from kernel.log.records import SimpleRecord, build_batch
+from kernel.log.segment import LogSegment
+
+NOW = 1_700_000_000_000
+
+
+def batch(n: int = 5, ts: int = NOW) -> bytes:
+    return build_batch([SimpleRecord(value=b"v" * 50, key=b"k", timestamp=ts + i)
+                        for i in range(n)])
+
+
+def manager(dirs: list[Path], **kw: Any) -> LogManager:
+    config = kw.pop("config", BrokerConfig())
+    m = LogManager(dirs, config, time_ms=lambda: NOW, **kw)
+    m.load()
+    return m
+
+
+def crash(m: LogManager) -> None:
+    """Stop without closing: no marker, indexes untrimmed, locks dropped."""
+    for log in m.all_logs():
+        log.flush()
+        for segment in log.segments:
+            for index in (segment._offset_index, segment._time_index):
+                if index is not None:
+                    index._close_files()
+            if segment._fd >= 0:
+                os.close(segment._fd)
+                segment._fd = -1
+    m._release_locks()
+
+
+def test_create_append_close_and_reload_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = manager(dirs)
+    logs = [m.get_or_create_log("orders", p) for p in range(4)]
+    assert {log.dir.parent for log in logs} == set(dirs)  # spread over the log dirs
+    for log in logs:
+        for _ in range(3):
+            log.append_as_leader(batch(), 0, NOW)
+    assert m.get_log("orders", 2) is logs[2] and m.get_log("orders", 9) is None
+    m.close()
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_FILE).exists()
+        points = read_offset_checkpoint(d / "recovery-point-offset-checkpoint")
+        assert set(points.values()) == {15} and len(points) == 2
+    text = (dirs[0] / "recovery-point-offset-checkpoint").read_text().splitlines()
+    assert text[:2] == ["0", "2"] and text[2].startswith("orders ")
+
+    monkeypatch.setattr(LogSegment, "recover", lambda *a, **k: pytest.fail("recovered"))
+    again = manager(dirs)
+    assert sorted((log.topic, log.partition, log.log_end_offset) for log in again.all_logs()) == [
+        ("orders", p, 15) for p in range(4)
+    ]
+    for d in dirs:
+        assert not (d / CLEAN_SHUTDOWN_FILE).exists()  # a crash from now on is unclean
+    again.close()
+
+
+def test_unclean_restart_recovers_from_the_recovery_point(tmp_path: Path) -> None:
+    m = manager([tmp_path])
+    log = m.get_or_create_log("t", 0)
+    for _ in range(10):
+        log.append_as_leader(batch(), 0, NOW)
+    log.flush()
+    m.checkpoint_recovery_points()
+    path = log.active_segment.log_path
+    size = path.stat().st_size
+    crash(m)
+    with open(path, "ab") as f:
+        f.write(b"\x00\x01torn write" * 7)
+    again = manager([tmp_path])
+    recovered = again.get_log("t", 0)
+    assert recovered is not None
+    assert recovered.log_end_offset == 50 and path.stat().st_size == size
+    again.close()
+
+
+def test_log_start_offset_is_checkpointed_and_restored(tmp_path: Path) -> None:
+    config = BrokerConfig(log_segment_bytes=1_000)
+    m = manager([tmp_path], config=config)
+    log = m.get_or_create_log("t", 0)
+    for _ in range(10):
+        log.append_as_leader(batch(), 0, NOW)
+    assert log.delete_records_before(23) == 23
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 23}
+    crash(m)
+    again = manager([tmp_path], config=config)
+    restored = again.get_log("t", 0)
+    assert restored is not None and restored.log_start_offset == 23
+    again.close()
+
+
+def test_delete_log_removes_the_directory(tmp_path: Path) -> None:
+    m = manager([tmp_path])
+    log = m.get_or_create_log("gone", 0)
+    log.append_as_leader(batch(), 0, NOW)
+    assert m.delete_log("gone", 0) and not m.delete_log("gone", 0)
+    assert not any(p.name.startswith("gone-0") for p in tmp_path.iterdir())
+    (tmp_path / "old-1.abc-delete").mkdir()  # a deletion the last run did not finish
+    (tmp_path / "__cluster_metadata-0").mkdir()  # the KRaft plugin's, not ours
+    m.close()
+    again = manager([tmp_path])
+    assert again.all_logs() == []
+    assert not (tmp_path / "old-1.abc-delete").exists()
+    assert (tmp_path / "__cluster_metadata-0").exists()
+    again.close()
+
+
+def test_a_log_dir_has_one_owner(tmp_path: Path) -> None:
+    m = manager([tmp_path / "x"])
+    with pytest.raises(LogDirInUseError):
+        manager([tmp_path / "x"])
+    other = manager([tmp_path / "y"])  # two brokers in one process share nothing
+    m.get_or_create_log("t", 0).append_as_leader(batch(), 0, NOW)
+    assert other.get_log("t", 0) is None
+    m.close()
+    other.close()
+    manager([tmp_path / "x"]).close()  # released by close
+
+
+def test_topic_configs(tmp_path: Path) -> None:
+    m = manager([tmp_path], topic_overrides={"big": {"max.message.bytes": "5000000"}})
+    assert m.get_or_create_log("big", 0).config.max_message_bytes == 5_000_000
+    resolved = resolve_topic_configs(BrokerConfig(), {"segment.bytes": "4096"})
+    log = m.get_or_create_log("small", 0, resolved)  # the replica manager's call
+    assert log.config.segment_bytes == 4096
+    m.update_topic_config("small", {"retention.ms": "1000"})
+    assert log.config.retention_ms == 1000 and log.config.segment_bytes == 1073741824
+    m.update_broker_config(BrokerConfig(log_retention_bytes=77))
+    assert log.config.retention_bytes == 77
+    m.close()
+
+
+def test_observers(tmp_path: Path) -> None:
+    rolled: list[tuple[str, int, int]] = []
+    appended: list[tuple[str, int, int, int]] = []
+    m = manager(
+        [tmp_path], config=BrokerConfig(log_segment_bytes=800),
+        on_segment_rolled=lambda *a: rolled.append(a),
+        on_log_appended=lambda *a: appended.append(a),
+    )
+    log = m.get_or_create_log("t", 3)
+    for _ in range(4):
+        log.append_as_leader(batch(), 0, NOW)
+    assert appended == [("t", 3, 0, 4), ("t", 3, 5, 9), ("t", 3, 10, 14), ("t", 3, 15, 19)]
+    assert rolled and all(r[:2] == ("t", 3) for r in rolled)
+    m.close()
+
+
+def test_periodic_tasks_on_the_event_loop(tmp_path: Path) -> None:
+    clock = [NOW]
+    config = BrokerConfig(
+        log_segment_bytes=1_000, log_retention_ms=60_000, log_retention_check_interval_ms=20,
+        log_flush_interval_messages=7, log_flush_offset_checkpoint_interval_ms=20,
+    )
+
+    async def scenario() -> None:
+        m = LogManager([tmp_path], config, time_ms=lambda: clock[0])
+        await m.start()
+        log = m.get_or_create_log("t", 0)
+        for i in range(10):
+            log.append_as_leader(batch(ts=NOW + 1_000 * i), 0, clock[0])
+        for _ in range(100):  # flush.messages: fsync in the background
+            await asyncio.sleep(0.01)
+            if log.recovery_point == log.log_end_offset:
+                break
+        assert log.recovery_point == log.log_end_offset == 50
+        clock[0] = NOW + 10**6  # everything but the active segment is past retention
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(log.segments) == 1:
+                break
+        assert len(log.segments) == 1 and log.log_start_offset > 0
+        checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if checkpoint.exists() and read_offset_checkpoint(checkpoint) == {("t", 0): 50}:
+                break
+        assert read_offset_checkpoint(checkpoint) == {("t", 0): 50}
+        await m.flush_log(log)
+        await m.stop()
+        assert m.closed and (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    asyncio.run(scenario())
