@@ -58,6 +58,25 @@ class BrokerMetrics:
             ["version", "broker_id"], registry=r,
         )
         self.build_info.labels(kernel.__version__, str(broker_id)).set(1)
+        self.topic_messages_in = Counter(
+            "kafkernel_topic_messages_in", "Records appended, by topic.", ["topic"], registry=r
+        )
+        self.topic_bytes_in = Counter(
+            "kafkernel_topic_bytes_in", "Record bytes appended, by topic.", ["topic"], registry=r
+        )
+        self.topic_messages_out = Counter(
+            "kafkernel_topic_messages_out", "Records sent to fetchers, by topic.", ["topic"],
+            registry=r,
+        )
+        self.topic_bytes_out = Counter(
+            "kafkernel_topic_bytes_out", "Record bytes sent to fetchers, by topic.", ["topic"],
+            registry=r,
+        )
+        self.flush_latency = Histogram(
+            "kafkernel_log_flush_seconds", "Time of one log fsync.", buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self._per_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
         # Labelled children are looked up once per API: a label lookup per request
         # would cost more than the counting.
         self._per_api: dict[int, tuple[Any, Any]] = {}
@@ -75,6 +94,30 @@ class BrokerMetrics:
         self.bytes_in.inc(bytes_in + 4)
         if bytes_out:
             self.bytes_out.inc(bytes_out)
+
+    def _topic(self, topic: str) -> tuple[Any, Any, Any, Any]:
+        children = self._per_topic.get(topic)
+        if children is None:
+            children = (self.topic_messages_in.labels(topic), self.topic_bytes_in.labels(topic),
+                        self.topic_messages_out.labels(topic), self.topic_bytes_out.labels(topic))
+            self._per_topic[topic] = children
+        return children
+
+    def records_in(self, topic: str, records: int, size: int) -> None:
+        children = self._topic(topic)
+        children[0].inc(records)
+        children[1].inc(size)
+
+    def records_out(self, topic: str, records: int, size: int) -> None:
+        children = self._topic(topic)
+        children[2].inc(records)
+        children[3].inc(size)
+
+    def forget_topic(self, topic: str) -> None:
+        if self._per_topic.pop(topic, None) is not None:
+            for metric in (self.topic_messages_in, self.topic_bytes_in,
+                           self.topic_messages_out, self.topic_bytes_out):
+                metric.remove(topic)
 
     def error(self, code: Any) -> None:
         self.errors.labels(getattr(code, "name", str(code))).inc()

@@ -13,13 +13,23 @@ import asyncio
 from typing import Any
 
 from kernel import handlers
-from kernel.cluster import BrokerRegistration, MetadataBackend
-from kernel.config import ConfigError, LoadedConfig
+from kernel.cluster import BrokerRegistration, ClusterImage, MetadataBackend
+from kernel.config import (
+    BrokerConfig,
+    ConfigError,
+    LoadedConfig,
+    coerce,
+    replace_settings,
+    schema_keys,
+)
+from kernel.log.manager import LogManager
 from kernel.logging import make_logger
 from kernel.metrics import BrokerMetrics
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.listener import Endpoint, Listener, parse_endpoints
 from kernel.plugins import PluginFacade
+from kernel.purgatory import Purgatory, Timer
+from kernel.replica.manager import ReplicaManager
 from kernel.routing import ApiRegistry, RoutingError
 
 SHUTDOWN_GRACE_S = 5.0
@@ -55,7 +65,22 @@ class Broker:
             for e in self.endpoints
         ]
         self._metadata: MetadataBackend | None = None
+        self._static_config = cfg
         self.registration: BrokerRegistration | None = None
+        # Delayed operations (long-poll fetches, acks=all produces, group joins) share
+        # one timing wheel per broker.
+        self.timer = Timer(logger=self.log)
+        self.produce_purgatory: Purgatory[Any] = Purgatory("Produce", self.timer, logger=self.log)
+        self.fetch_purgatory: Purgatory[Any] = Purgatory("Fetch", self.timer, logger=self.log)
+        self.logs = LogManager(
+            cfg.log_dirs, cfg, logger=self.log.bind(component="log"),
+            high_watermark=self._high_watermark_of,
+            on_segment_rolled=self.plugins.segment_rolled,
+        )
+        self.replicas = ReplicaManager(
+            cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
+            self.plugins, self.log.bind(component="replica"),
+        )
         self.metrics_port: int | None = None
         self._stopped = asyncio.Event()
         self._started = False
@@ -128,6 +153,9 @@ class Broker:
             )
         self._metadata = backend
         await backend.start()
+        await self.logs.start()
+        self._on_image(None, backend.image)
+        backend.add_listener(self._on_image)
         await self.plugins.startup(self)
         if cfg.metrics_port >= 0:
             self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
@@ -148,12 +176,46 @@ class Broker:
             await listener.close_connections(SHUTDOWN_GRACE_S)
         if self._started:
             await self.plugins.shutdown(self)
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+        self.timer.shutdown()
+        await self.logs.stop()
         if self._metadata is not None:
             await self._metadata.stop()
         self.metrics.close()
         self._started = False
         self._stopped.set()
         self.log.info("broker stopped")
+
+    def _high_watermark_of(self, log: Any) -> int | None:
+        partition = self.replicas.get_partition(log.topic, log.partition)
+        return partition.high_watermark if partition is not None else None
+
+    def _on_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        """Follow the cluster image: dynamic broker configs, then partition roles."""
+        dynamic = self._dynamic_configs(new)
+        if old is None or dynamic != self._dynamic_configs(old):
+            self.config = self._apply_dynamic(dynamic)
+            self.replicas.reconfigure(self.config)
+        self.replicas.apply_image(old, new)
+
+    def _dynamic_configs(self, image: ClusterImage) -> dict[str, str]:
+        merged = dict(image.broker_configs.get(-1, {}))
+        merged.update(image.broker_configs.get(self._static_config.broker_id, {}))
+        return merged
+
+    def _apply_dynamic(self, dynamic: dict[str, str]) -> BrokerConfig:
+        keys = schema_keys(BrokerConfig)
+        changes = {}
+        for name, raw in dynamic.items():
+            key = keys.get(name)
+            if key is None or not key.dynamic:
+                continue
+            try:
+                changes[name] = coerce(key, raw, name)
+            except ConfigError as e:
+                self.log.warning("ignoring invalid dynamic broker config", error=str(e))
+        return replace_settings(self._static_config, changes)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -11,11 +11,16 @@ from kernel.handlers import (
     api_versions,
     create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
+    fetch,
     incremental_alter_configs,
+    list_offsets,
     metadata,
+    offset_for_leader_epoch,
+    produce,
 )
 from kernel.hookspecs import hookimpl
 from kernel.routing import ApiRegistry
@@ -23,6 +28,11 @@ from kernel.routing import ApiRegistry
 HANDLER_MODULES: tuple[ModuleType, ...] = (
     api_versions,
     metadata,
+    produce,
+    fetch,
+    list_offsets,
+    offset_for_leader_epoch,
+    delete_records,
     create_topics,
     delete_topics,
     describe_configs,

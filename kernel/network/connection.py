@@ -54,7 +54,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._end = 0
         self._big: bytearray | None = None
         self._big_filled = 0
-        self._queue: deque[bytearray | bytes] = deque()
+        self._queue: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._in_flight: asyncio.Future[Any] | None = None
         self._write_paused = False
@@ -99,7 +99,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
-                frame, self._big = self._big, None
+                # kio's native reader takes read-only buffers only: a read-only view
+                # avoids copying a large frame again.
+                frame = memoryview(self._big).toreadonly()
+                self._big = None
                 self._enqueue(frame)
                 self._process()
             return
@@ -154,7 +157,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._start == self._end:
             self._start = self._end = 0
 
-    def _enqueue(self, frame: bytearray | bytes) -> None:
+    def _enqueue(self, frame: bytes | memoryview) -> None:
         self._queue.append(frame)
         self._queued_bytes += len(frame)
         if self._queued_bytes > MAX_QUEUED_BYTES and not self._read_paused and self.transport:

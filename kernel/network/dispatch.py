@@ -48,7 +48,7 @@ class RequestDispatcher:
         self.log = broker.log
 
     def dispatch(
-        self, frame: bytes | bytearray, session: Session
+        self, frame: bytes | memoryview, session: Session
     ) -> ResponseBytes | Awaitable[ResponseBytes]:
         """Raises InvalidRequest when the connection must be closed."""
         api_key, api_version, correlation_id = peek_header(frame)

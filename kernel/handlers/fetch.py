@@ -1,0 +1,274 @@
+"""Fetch (key 1): bytes straight from segment files, with long polls in purgatory.
+
+Consumers read below the high watermark; follower replicas (replica id >= 0) read up to
+the log end and report their progress to the leader. When fewer than ``min_bytes`` are
+available the request waits in the Fetch purgatory, watched on its partitions, until
+appends bring enough bytes or ``max_wait`` passes; then it reads again and answers.
+
+Incremental fetch sessions (KIP-227) are not created: every response carries session id
+0, which tells clients to keep sending full fetch requests, as Kafka does when its
+session cache is full. A request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import KafkaError
+from kernel.purgatory import DelayedOperation
+from kernel.replica.partition import Partition
+from kernel.routing import RequestContext
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 18
+
+READ_COMMITTED = 1
+_INT32 = struct.Struct(">i")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(slots=True)
+class FetchPartitionState:
+    topic: str | None  # None: unknown topic id
+    topic_id: uuid.UUID | None
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    partition: Partition | None = None
+    error: ErrorCode = ErrorCode.none
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    diverging: tuple[int, int] | None = None
+    # For the delayed fetch: bytes appended to the partition when the wait began.
+    appended_at_wait: int = 0
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    if getattr(request, "session_id", 0) != 0 or getattr(request, "session_epoch", -1) > 0:
+        return _top_level_error(ctx, ErrorCode.fetch_session_id_not_found)
+    replica_id = _replica_id(request)
+    image = broker.metadata.image
+    authorize = broker.plugins.authorize
+    states: list[FetchPartitionState] = []
+    authorized: dict[str, bool] = {}
+    for topic in request.topics:
+        name = getattr(topic, "topic", None)
+        topic_id = getattr(topic, "topic_id", None)
+        if name is None:
+            found = image.topics_by_id.get(topic_id) if topic_id is not None else None
+            name = found.name if found is not None else None
+        for p in topic.partitions:
+            state = FetchPartitionState(
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
+            )
+            states.append(state)
+            if name is None:
+                state.error = ErrorCode.unknown_topic_id
+                continue
+            if replica_id < 0:
+                allowed = authorized.get(name)
+                if allowed is None:
+                    allowed = authorized[name] = authorize(ctx.session, "READ", "TOPIC", name)
+                if not allowed:
+                    state.error = ErrorCode.topic_authorization_failed
+                    continue
+            try:
+                state.partition = broker.replicas.leader_partition(name, p.partition, image)
+                state.partition.check_leader_epoch(state.current_leader_epoch)
+            except KafkaError as e:
+                state.error = e.error_code
+    total = _read_all(ctx, request, states, replica_id)
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    errors = any(s.error != ErrorCode.none for s in states)
+    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not states:
+        return _response(ctx, states)
+    return _long_poll(ctx, request, states, replica_id, max_wait_ms)
+
+
+def _replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
+              replica_id: int) -> int:
+    """Read every partition, sharing the response's max_bytes; the first partition
+    with data returns at least one whole batch even when it is larger than the limits
+    (KIP-74), so a consumer can always make progress."""
+    remaining = request.max_bytes
+    total = 0
+    read_committed = request.isolation_level == READ_COMMITTED
+    metrics = ctx.broker.metrics
+    for s in states:
+        p = s.partition
+        if p is None or s.error != ErrorCode.none:
+            continue
+        log = p.log
+        s.high_watermark = p.high_watermark
+        s.last_stable_offset = p.last_stable_offset
+        s.log_start_offset = log.log_start_offset
+        if s.last_fetched_epoch >= 0:
+            epoch, end_offset = log.end_offset_for_epoch(s.last_fetched_epoch)
+            if epoch != s.last_fetched_epoch or end_offset < s.fetch_offset:
+                s.diverging = (epoch, end_offset)
+                continue
+        if replica_id >= 0:
+            max_offset = log.log_end_offset
+        elif read_committed:
+            max_offset = p.last_stable_offset
+        else:
+            max_offset = p.high_watermark
+        try:
+            info = log.read(s.fetch_offset, min(s.max_bytes, remaining), max_offset,
+                            min_one_batch=total == 0)
+        except KafkaError as e:
+            s.error = e.error_code
+            continue
+        if replica_id >= 0:
+            p.update_follower_fetch_state(replica_id, s.fetch_offset)
+        s.records = info.records
+        size = len(info.records)
+        if size:
+            total += size
+            remaining = max(remaining - size, 0)
+            if replica_id < 0:
+                metrics.records_out(p.topic, _count_records(info.records), size)
+    return total
+
+
+def _count_records(records: bytes) -> int:
+    """Records in the whole batches of a fetch, from batch headers only."""
+    count = 0
+    position = 0
+    end = len(records)
+    while position + 61 <= end:
+        batch_end = position + 12 + _INT32.unpack_from(records, position + 8)[0]
+        if batch_end > end:
+            break
+        count += _INT32.unpack_from(records, position + 57)[0]
+        position = batch_end
+    return count
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes once enough bytes were appended to the watched partitions, or when
+    one of them can no longer be read here (leadership moved, topic deleted)."""
+
+    def __init__(self, ctx: RequestContext, states: list[FetchPartitionState], min_bytes: int,
+                 already: int, timeout_ms: int, done: asyncio.Future[None]) -> None:
+        super().__init__(timeout_ms)
+        self.ctx = ctx
+        self.states = states
+        self.min_bytes = min_bytes
+        self.already = already
+        self.done = done
+
+    def try_complete(self) -> bool:
+        replicas = self.ctx.broker.replicas
+        accumulated = self.already
+        for s in self.states:
+            p = s.partition
+            if p is None:
+                continue
+            if replicas.get_partition(p.topic, p.partition) is not p or not p.is_leader:
+                return self.force_complete()
+            if p.high_watermark > s.fetch_offset:
+                accumulated += p.log.appended_bytes - s.appended_at_wait
+        if accumulated >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def on_expiration(self) -> None:
+        pass
+
+
+async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
+                     replica_id: int, max_wait_ms: int) -> Any:
+    already = sum(len(s.records) for s in states)
+    for s in states:
+        if s.partition is not None:
+            s.appended_at_wait = s.partition.log.appended_bytes
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    op = DelayedFetch(ctx, states, request.min_bytes, already, max_wait_ms, done)
+    keys = [s.partition.key for s in states if s.partition is not None]
+    if not ctx.broker.fetch_purgatory.try_complete_else_watch(op, keys):
+        try:
+            await done
+        except asyncio.CancelledError:
+            op.cancel()
+            raise
+    # Read again: the partitions may have moved on, been deleted or changed leader.
+    image = ctx.broker.metadata.image
+    for s in states:
+        s.records = b""
+        s.diverging = None
+        if s.partition is not None and s.topic is not None:
+            try:
+                s.partition = ctx.broker.replicas.leader_partition(s.topic, s.index, image)
+            except KafkaError as e:
+                s.error = e.error_code
+                s.partition = None
+    _read_all(ctx, request, states, replica_id)
+    return _response(ctx, states)
+
+
+def _response(ctx: RequestContext, states: list[FetchPartitionState]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
+    for s in states:
+        fields: dict[str, Any] = {
+            "partition_index": s.index,
+            "error_code": s.error,
+            "high_watermark": s.high_watermark,
+            "last_stable_offset": s.last_stable_offset,
+            "log_start_offset": s.log_start_offset,
+            "aborted_transactions": None if s.error != ErrorCode.none else (),
+            "preferred_read_replica": -1,
+            "records": s.records,
+        }
+        if s.diverging is not None:
+            fields["diverging_epoch"] = m.EpochEndOffset(
+                epoch=s.diverging[0], end_offset=s.diverging[1])
+        if s.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) \
+                and s.topic is not None:
+            ps = ctx.broker.metadata.image.partition(s.topic, s.index)
+            if ps is not None and hasattr(m, "LeaderIdAndEpoch"):
+                fields["current_leader"] = m.LeaderIdAndEpoch(
+                    leader_id=ps.leader, leader_epoch=ps.leader_epoch)
+        if s.error != ErrorCode.none:
+            ctx.broker.metrics.error(s.error)
+        by_topic.setdefault((s.topic, s.topic_id), []).append(make(m.PartitionData, **fields))
+    topics = tuple(
+        make(m.FetchableTopicResponse, topic=name or "", topic_id=topic_id or ZERO_UUID,
+             partitions=tuple(parts))
+        for (name, topic_id), parts in by_topic.items()
+    )
+    return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
+                session_id=0, responses=topics)
+
+
+def _top_level_error(ctx: RequestContext, error: ErrorCode) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=error,
+                session_id=0, responses=())

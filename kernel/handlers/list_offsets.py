@@ -1,0 +1,63 @@
+"""ListOffsets (key 2): offsets by timestamp, and the special earliest/latest/max
+timestamp lookups. Consumers see the high watermark (or the last stable offset for
+read_committed) as "latest"; followers see the log end offset."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kernel.handlers.partition_requests import answer_partitions
+from kernel.protocol.build import make, response_module
+from kernel.replica.partition import Partition
+from kernel.routing import RequestContext
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 11
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+READ_COMMITTED = 1
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    consumer = request.replica_id < 0
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+
+    def answer(partition: Partition, item: Any) -> dict[str, Any]:
+        log = partition.log
+        ts = item.timestamp
+        if ts == LATEST:
+            if not consumer:
+                offset = log.log_end_offset
+            else:
+                offset = (partition.last_stable_offset if read_committed
+                          else partition.high_watermark)
+            return {"timestamp": -1, "offset": offset, "leader_epoch": partition.leader_epoch}
+        if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+            # No tiered storage: Kafka answers offset -1 for these.
+            return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+        found = log.fetch_offset_for_timestamp(EARLIEST if ts == EARLIEST_LOCAL else ts)
+        limit = partition.high_watermark if consumer else log.log_end_offset
+        if found is None or (ts >= 0 and found.offset >= limit):
+            return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+        epoch = found.leader_epoch if found.leader_epoch is not None else -1
+        return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
+
+    m = response_module(API_KEY, ctx.api_version)
+    topics = answer_partitions(ctx, request.topics, topic_attr="name",
+                               partition_attr="partitions", index_attr="partition_index",
+                               operation="DESCRIBE", answer=answer)
+    return make(
+        m.ListOffsetsResponse, throttle_time=datetime.timedelta(0),
+        topics=tuple(
+            m.ListOffsetsTopicResponse(name=name, partitions=tuple(
+                make(m.ListOffsetsPartitionResponse, **f) for f in parts))
+            for name, parts in topics
+        ),
+    )

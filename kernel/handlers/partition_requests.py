@@ -1,0 +1,46 @@
+"""Shared walk over the (topic, partitions) lists of partition-level requests
+(ListOffsets, OffsetForLeaderEpoch, DeleteRecords): authorize once per topic, find the
+local leader replica, and turn a raised KafkaError into that partition's error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.protocol.errors import KafkaError
+from kernel.replica.partition import Partition
+from kernel.routing import RequestContext
+
+PartitionAnswer = Callable[[Partition, Any], dict[str, Any]]
+
+
+def answer_partitions(
+    ctx: RequestContext, topics: Any, *, topic_attr: str, partition_attr: str,
+    index_attr: str, operation: str, answer: PartitionAnswer,
+) -> list[tuple[str, list[dict[str, Any]]]]:
+    """For each requested partition: ``answer(partition, request_item)`` gives the
+    response fields, or the error code stands in ``error_code``."""
+    broker = ctx.broker
+    image = broker.metadata.image
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for topic in topics:
+        name = getattr(topic, topic_attr)
+        allowed = broker.plugins.authorize(ctx.session, operation, "TOPIC", name)
+        results: list[dict[str, Any]] = []
+        for item in getattr(topic, partition_attr):
+            index = getattr(item, index_attr)
+            fields: dict[str, Any] = {index_attr: index, "error_code": ErrorCode.none}
+            try:
+                if not allowed:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
+                partition = broker.replicas.leader_partition(name, index, image)
+                partition.check_leader_epoch(getattr(item, "current_leader_epoch", -1))
+                fields.update(answer(partition, item))
+            except KafkaError as e:
+                fields["error_code"] = e.error_code
+                broker.metrics.error(e.error_code)
+            results.append(fields)
+        out.append((name, results))
+    return out

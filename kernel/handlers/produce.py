@@ -1,0 +1,182 @@
+"""Produce (key 0): validate and append each partition's batch on the leader.
+
+acks=0 writes no response (an error closes the connection, as Kafka does, so the client
+refreshes its metadata); acks=1 answers after the local append; acks=-1 waits in the
+Produce purgatory until the high watermark covers the append (the in-sync replicas
+have it) or the request's timeout passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.protocol.build import make, response_module
+from kernel.protocol.codec import InvalidRequest
+from kernel.protocol.errors import KafkaError
+from kernel.purgatory import DelayedOperation
+from kernel.replica.partition import Partition
+from kernel.routing import RequestContext
+
+API_KEY = 0
+MIN_VERSION = 3
+# v13 (KIP-516) addresses topics by id, which the handler serves.
+MAX_VERSION = 13
+
+EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    topic: str | None
+    topic_id: uuid.UUID | None
+    index: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    # The offset the high watermark must pass for acks=-1 (last offset + 1).
+    required_offset: int = -1
+    partition: Partition | None = None
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    acks = request.acks
+    image = broker.metadata.image
+    replicas = broker.replicas
+    authorize = broker.plugins.authorize
+    now_ms = int(time.time() * 1000)
+    results: list[PartitionResult] = []
+    authorized: dict[str, bool] = {}
+    for topic_data in request.topic_data:
+        name = getattr(topic_data, "name", None)
+        topic_id = getattr(topic_data, "topic_id", None)
+        if name is None and topic_id is not None:
+            found = image.topics_by_id.get(topic_id)
+            name = found.name if found is not None else None
+        for data in topic_data.partition_data:
+            result = PartitionResult(getattr(topic_data, "name", None), topic_id, data.index)
+            results.append(result)
+            if name is None:
+                result.error = ErrorCode.unknown_topic_id
+                continue
+            if acks not in (-1, 0, 1):
+                result.error = ErrorCode.invalid_required_acks
+                continue
+            allowed = authorized.get(name)
+            if allowed is None:
+                allowed = authorized[name] = authorize(ctx.session, "WRITE", "TOPIC", name)
+            if not allowed:
+                result.error = ErrorCode.topic_authorization_failed
+                continue
+            try:
+                partition = replicas.leader_partition(name, data.index, image)
+                if data.records is None:
+                    raise KafkaError(ErrorCode.invalid_record, "null records")
+                info = partition.append_records_to_leader(
+                    data.records, acks, partition.log.config.min_insync_replicas, now_ms
+                )
+            except KafkaError as e:
+                result.error = e.error_code
+                result.message = e.message
+                continue
+            replicas.appended(partition, info.first_offset, info.last_offset)
+            broker.metrics.records_in(name, info.records_count, len(data.records))
+            result.base_offset = info.first_offset
+            result.log_append_time = info.log_append_time
+            result.log_start_offset = info.log_start_offset
+            result.required_offset = info.last_offset + 1
+            result.partition = partition
+    if acks == 0:
+        failed = [r for r in results if r.error != ErrorCode.none]
+        if failed:
+            raise InvalidRequest(
+                f"produce with acks=0 failed for {failed[0].topic}-{failed[0].index}: "
+                f"{failed[0].error.name}; closing so the client refreshes metadata"
+            )
+        return None
+    if acks == -1 and any(not _replicated(r) for r in results):
+        return _wait_for_replication(ctx, request, results)
+    return _response(ctx, results)
+
+
+def _replicated(result: PartitionResult) -> bool:
+    p = result.partition
+    return p is None or result.error != ErrorCode.none or p.high_watermark >= result.required_offset
+
+
+class DelayedProduce(DelayedOperation):
+    """Waits until every appended partition's high watermark passes its append."""
+
+    def __init__(self, timeout_ms: int, results: list[PartitionResult],
+                 done: asyncio.Future[None]) -> None:
+        super().__init__(timeout_ms)
+        self.results = results
+        self.done = done
+
+    def try_complete(self) -> bool:
+        for r in self.results:
+            if r.partition is not None and not r.partition.is_leader \
+                    and r.error == ErrorCode.none:
+                r.error = ErrorCode.not_leader_or_follower
+        if all(_replicated(r) for r in self.results):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        for r in self.results:
+            if not _replicated(r):
+                r.error = ErrorCode.request_timed_out
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def on_expiration(self) -> None:
+        pass
+
+
+async def _wait_for_replication(ctx: RequestContext, request: Any,
+                                results: list[PartitionResult]) -> Any:
+    timeout_ms = int(request.timeout.total_seconds() * 1000)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    op = DelayedProduce(timeout_ms, results, done)
+    keys = [r.partition.key for r in results if r.partition is not None]
+    if not ctx.broker.produce_purgatory.try_complete_else_watch(op, keys):
+        try:
+            await done
+        except asyncio.CancelledError:
+            op.cancel()
+            raise
+    return _response(ctx, results)
+
+
+def _response(ctx: RequestContext, results: list[PartitionResult]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
+    for r in results:
+        if r.error != ErrorCode.none:
+            ctx.broker.metrics.error(r.error)
+        by_topic.setdefault((r.topic, r.topic_id), []).append(make(
+            m.PartitionProduceResponse,
+            index=r.index,
+            error_code=r.error,
+            base_offset=r.base_offset,
+            log_append_time=(EPOCH + datetime.timedelta(milliseconds=r.log_append_time)
+                             if r.log_append_time >= 0 else None),
+            log_start_offset=r.log_start_offset,
+            record_errors=(),
+            error_message=r.message if r.error != ErrorCode.none else None,
+        ))
+    topics = tuple(
+        make(m.TopicProduceResponse, name=name, topic_id=topic_id,
+             partition_responses=tuple(parts))
+        for (name, topic_id), parts in by_topic.items()
+    )
+    return make(m.ProduceResponse, responses=topics, throttle_time=datetime.timedelta(0))

@@ -1,0 +1,2 @@
+"""Partition roles (leader/follower), high watermark, ISR."""
+

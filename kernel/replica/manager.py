@@ -1,0 +1,119 @@
+"""The replica manager: which partitions this broker hosts, in which role.
+
+It follows the cluster image: a partition whose replicas include this broker gets a
+log and a Partition (leader or follower as the image says); a deleted topic's logs are
+deleted; changed topic configs reach the logs. Appends and high-watermark moves wake
+the operations waiting in the Produce and Fetch purgatories.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.cluster import ClusterImage, TopicImage
+from kernel.config import BrokerConfig
+from kernel.protocol.errors import KafkaError
+from kernel.purgatory import Purgatory
+from kernel.replica.partition import Partition
+
+if TYPE_CHECKING:
+    from kernel.plugins import PluginFacade
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: Any,
+        produce_purgatory: Purgatory[Any],
+        fetch_purgatory: Purgatory[Any],
+        plugins: PluginFacade,
+        logger: Any,
+    ) -> None:
+        self.broker_id = broker_id
+        self.logs = log_manager
+        self.produce_purgatory = produce_purgatory
+        self.fetch_purgatory = fetch_purgatory
+        self._plugins = plugins
+        self._log = logger
+        self.partitions: dict[TopicPartition, Partition] = {}
+
+    # -- following the cluster image -----------------------------------------
+
+    def apply_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        if old is not None:
+            for name, topic in old.topics.items():
+                current = new.topics.get(name)
+                if current is None or current.topic_id != topic.topic_id:
+                    self._delete_topic(topic)
+        for topic in new.topics.values():
+            previous = old.topics.get(topic.name) if old is not None else None
+            configs_changed = previous is None or previous.configs != topic.configs
+            if previous is not None and configs_changed:
+                self.logs.update_topic_config(topic.name, topic.configs)
+            for state in topic.partitions.values():
+                if self.broker_id not in state.replicas:
+                    continue
+                key = (topic.name, state.partition)
+                partition = self.partitions.get(key)
+                if partition is None:
+                    partition = self._create_partition(topic, state.partition)
+                if previous is not None and partition.state == state and not configs_changed:
+                    continue
+                if state.leader == self.broker_id:
+                    partition.make_leader(state)
+                else:
+                    partition.make_follower(state)
+
+    def _create_partition(self, topic: TopicImage, index: int) -> Partition:
+        log = self.logs.get_or_create_log(topic.name, index, topic.configs)
+        partition = Partition(topic.name, index, topic.topic_id, log, self.broker_id,
+                              self._on_high_watermark)
+        self.partitions[(topic.name, index)] = partition
+        return partition
+
+    def _delete_topic(self, topic: TopicImage) -> None:
+        for index in topic.partitions:
+            partition = self.partitions.pop((topic.name, index), None)
+            if partition is not None:
+                self.logs.delete_log(topic.name, index)
+                # Waiting fetches and produces for the partition answer now.
+                self.fetch_purgatory.check_and_complete(partition.key)
+                self.produce_purgatory.check_and_complete(partition.key)
+        self._log.info("deleted topic logs", topic=topic.name)
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Broker-level defaults changed (dynamic broker configs): refresh every log."""
+        self.logs.update_broker_config(config)
+
+    # -- lookups ------------------------------------------------------------
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def leader_partition(self, topic: str, partition: int, image: ClusterImage) -> Partition:
+        """The local leader replica, or Kafka's error for why it is not here."""
+        p = self.partitions.get((topic, partition))
+        if p is not None and p.is_leader:
+            return p
+        if image.partition(topic, partition) is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"this server does not host {topic}-{partition}")
+        raise KafkaError(ErrorCode.not_leader_or_follower,
+                         f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+
+    # -- wake-ups -----------------------------------------------------------
+
+    def _on_high_watermark(self, partition: Partition, high_watermark: int) -> None:
+        key = partition.key
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+        self._plugins.high_watermark_changed(partition.topic, partition.partition, high_watermark)
+
+    def appended(self, partition: Partition, first_offset: int, last_offset: int) -> None:
+        self._plugins.log_appended(partition.topic, partition.partition, first_offset,
+                                   last_offset)

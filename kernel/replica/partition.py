@@ -1,0 +1,138 @@
+"""One partition's replica on this broker: its role, leader epoch, ISR and high watermark.
+
+The leader appends client batches and moves the high watermark to the smallest log end
+offset among the in-sync replicas (itself included), so with an ISR of one the high
+watermark follows every append. Followers (the replication issue) append fetched
+batches and take the leader's high watermark. Consumers read below the high watermark.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.cluster import PartitionState
+from kernel.protocol.errors import KafkaError
+
+HighWatermarkListener = Callable[["Partition", int], None]
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows about a follower (from its fetch requests)."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+
+
+class Partition:
+    def __init__(
+        self, topic: str, partition: int, topic_id: uuid.UUID, log: Any, local_broker_id: int,
+        on_high_watermark: HighWatermarkListener,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self._on_high_watermark = on_high_watermark
+        self.state: PartitionState | None = None
+        self.high_watermark = 0
+        self.remote_replicas: dict[int, ReplicaProgress] = {}
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state is not None and self.state.leader == self.local_broker_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch if self.state is not None else -1
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Offset below which no transaction is open; the transaction plugin lowers it
+        below the high watermark while transactions are in flight."""
+        return self.high_watermark
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr if self.state is not None else ()
+
+    # -- role changes (driven by the cluster image) ---------------------------
+
+    def make_leader(self, state: PartitionState) -> None:
+        # The log records the new leader epoch's start offset with its first append.
+        self.state = state
+        self.remote_replicas = {
+            r: self.remote_replicas.get(r, ReplicaProgress())
+            for r in state.replicas if r != self.local_broker_id
+        }
+        self.maybe_increment_high_watermark()
+
+    def make_follower(self, state: PartitionState) -> None:
+        self.state = state
+        self.remote_replicas = {}
+
+    # -- leader path --------------------------------------------------------
+
+    def append_records_to_leader(self, records: bytes, required_acks: int, min_insync: int,
+                                 now_ms: int) -> Any:
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.local_broker_id} is not the leader of {self}")
+        if required_acks == -1 and len(self.isr) < min_insync:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"the size of the current ISR {self.isr} is less than min.insync.replicas "
+                f"({min_insync}) for {self}",
+            )
+        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
+        progress = self.remote_replicas.get(replica_id)
+        if progress is None:
+            return
+        progress.log_end_offset = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            progress.last_caught_up_ms = int(time.time() * 1000)
+        self.maybe_increment_high_watermark()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        candidates = [self.log.log_end_offset]
+        for replica in self.isr:
+            if replica != self.local_broker_id:
+                progress = self.remote_replicas.get(replica)
+                candidates.append(progress.log_end_offset if progress else -1)
+        new_hw = max(min(candidates), self.log.log_start_offset)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self._on_high_watermark(self, new_hw)
+            return True
+        return False
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320 fencing of requests that carry the leader epoch the client knows."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaError(ErrorCode.fenced_leader_epoch,
+                             f"epoch {current_leader_epoch} is older than {self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise KafkaError(ErrorCode.unknown_leader_epoch,
+                             f"epoch {current_leader_epoch} is newer than {self.leader_epoch}")
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"

@@ -1,0 +1,276 @@
+"""Records reach the log and come back through real clients: confluent-kafka
+(librdkafka), kafka-python, aiokafka and kcat; every codec, keys, null values, headers,
+1 MB records, many partitions, offsets by time, and long polls."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import subprocess
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
+
+from kernel.testing.embedded import EmbeddedBroker
+from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(10)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int,
+                **conf: Any) -> list[Any]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, **conf})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    messages: list[Any] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(messages) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            messages.append(msg)
+    finally:
+        consumer.close()
+    return messages
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_confluent_kafka_roundtrip_each_codec(broker: EmbeddedBroker, codec: str) -> None:
+    topic = f"cf-{codec}"
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                         "linger.ms": 5, "acks": "all"})
+    sent = []
+    for i in range(500):
+        key = f"k{i}".encode() if i % 3 else None
+        value = None if i % 7 == 0 else f"value-{i}".encode() * (i % 5 + 1)
+        headers = [("h", f"{i}".encode()), ("empty", b"")] if i % 2 else None
+        producer.produce(topic, value=value, key=key, headers=headers)
+        sent.append((key, value, headers))
+    assert producer.flush(30) == 0
+    got = consume_all(broker.bootstrap, topic, 1, len(sent))
+    assert [m.offset() for m in got] == list(range(len(sent)))
+    for msg, (key, value, headers) in zip(got, sent, strict=True):
+        assert msg.key() == key
+        assert msg.value() == value
+        assert (msg.headers() or None) == headers
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd", None])
+def test_kafka_python_roundtrip(broker: EmbeddedBroker, codec: str | None) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    topic = f"kp-{codec}"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec,
+                             enable_idempotence=False,
+                             acks="all", linger_ms=5)
+    for i in range(200):
+        producer.send(topic, key=str(i).encode(), value=None if i == 3 else b"v" * i,
+                      headers=[("n", str(i).encode())], partition=i % 2)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    consumer.assign([KTP(topic, 0), KTP(topic, 1)])
+    consumer.seek_to_beginning()
+    got = {}
+    for msg in consumer:
+        got[int(msg.key)] = msg
+        if len(got) == 200:
+            break
+    consumer.close()
+    assert len(got) == 200
+    assert got[3].value is None
+    assert got[150].value == b"v" * 150
+    assert got[150].headers == [("n", b"150")]
+    assert got[150].partition == 0
+
+
+def test_aiokafka_roundtrip(broker: EmbeddedBroker) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATP
+
+    topic = "aio"
+    create_topic(broker.bootstrap, topic)
+
+    async def run() -> list[Any]:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
+                                    compression_type="gzip")
+        await producer.start()
+        try:
+            for i in range(100):
+                await producer.send(topic, key=b"k", value=f"m{i}".encode(),
+                                    headers=[("x", b"y")])
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([ATP(topic, 0)])
+            await consumer.seek_to_beginning(ATP(topic, 0))
+            got: list[Any] = []
+            while len(got) < 100:
+                batch = await consumer.getmany(timeout_ms=2000)
+                if not batch:
+                    break
+                for msgs in batch.values():
+                    got.extend(msgs)
+            return got
+        finally:
+            await consumer.stop()
+
+    got = asyncio.run(run())
+    assert [m.value for m in got] == [f"m{i}".encode() for i in range(100)]
+    assert got[0].headers == (("x", b"y"),)
+
+
+def test_kcat_produce_and_consume(broker: EmbeddedBroker, tmp_path: Any) -> None:
+    topic = "kcat"
+    create_topic(broker.bootstrap, topic)
+    lines = [f"line-{i}" for i in range(1000)]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-z", "lz4",
+                    "-l", str(src)], check=True, timeout=60)
+    out = subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic, "-o", "beginning",
+                          "-e", "-q"], check=True, timeout=60, capture_output=True, text=True)
+    assert out.stdout.splitlines() == lines
+
+
+def test_one_megabyte_records(broker: EmbeddedBroker) -> None:
+    topic = "big"
+    create_topic(broker.bootstrap, topic, config={"max.message.bytes": str(3 * 1024 * 1024)})
+    producer = Producer({"bootstrap.servers": broker.bootstrap,
+                         "message.max.bytes": 3 * 1024 * 1024, "acks": "all"})
+    payloads = [bytes([i]) * (1024 * 1024) for i in range(5)]
+    for p in payloads:
+        producer.produce(topic, value=p)
+    assert producer.flush(30) == 0
+    got = consume_all(broker.bootstrap, topic, 1, 5, **{"fetch.max.bytes": 1024 * 1024,
+                                                        "max.partition.fetch.bytes": 1024})
+    assert [m.value() for m in got] == payloads
+
+
+def test_too_large_batch_is_rejected_and_nothing_appended(broker: EmbeddedBroker) -> None:
+    topic = "small"
+    create_topic(broker.bootstrap, topic, config={"max.message.bytes": "2000"})
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 100000,
+                         "retries": 0})
+    producer.produce(topic, value=b"x" * 5000, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    producer.produce(topic, value=b"ok")
+    producer.flush(30)
+    assert errors and errors[0] is not None and errors[0].name() == "MSG_SIZE_TOO_LARGE"
+    got = consume_all(broker.bootstrap, topic, 1, 1)
+    assert [m.value() for m in got] == [b"ok"]
+
+
+def test_many_partitions(broker: EmbeddedBroker) -> None:
+    topic = "wide"
+    create_topic(broker.bootstrap, topic, partitions=64)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 10})
+    for i in range(64 * 20):
+        producer.produce(topic, value=str(i).encode(), partition=i % 64)
+    assert producer.flush(30) == 0
+    got = consume_all(broker.bootstrap, topic, 64, 64 * 20)
+    assert sorted(int(m.value()) for m in got) == list(range(64 * 20))
+    assert {m.partition() for m in got} == set(range(64))
+
+
+def test_offsets_earliest_latest_and_by_timestamp(broker: EmbeddedBroker) -> None:
+    topic = "times"
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    base = int(time.time() * 1000) - 100_000
+    for i in range(10):
+        producer.produce(topic, value=str(i).encode(), timestamp=base + i * 1000)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert (low, high) == (0, 10)
+        found = consumer.offsets_for_times([TopicPartition(topic, 0, base + 4500)], timeout=10)
+        assert found[0].offset == 5
+        after = consumer.offsets_for_times([TopicPartition(topic, 0, base + 99_000)], timeout=10)
+        assert after[0].offset == -1  # no record at or after that time: end
+        consumer.assign([TopicPartition(topic, 0, found[0].offset)])
+        msg = consumer.poll(10)
+        assert msg is not None and msg.value() == b"5"
+    finally:
+        consumer.close()
+    # From latest: only what is produced afterwards arrives.
+    latest = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                       "auto.offset.reset": "latest"})
+    try:
+        latest.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END
+        latest.poll(1)
+        producer.produce(topic, value=b"new")
+        producer.flush(10)
+        msg = None
+        deadline = time.monotonic() + 10
+        while msg is None and time.monotonic() < deadline:
+            msg = latest.poll(0.5)
+        assert msg is not None and msg.value() == b"new" and msg.offset() == 10
+    finally:
+        latest.close()
+
+
+def _fetch(bootstrap: str, topic: str, offset: int, max_wait_ms: int) -> tuple[float, Any]:
+    request = FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+            partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id="",
+    )
+    with connect(bootstrap, timeout=30) as sock:
+        started = time.monotonic()
+        sock.sendall(encode_request(request))
+        frame = recv_frame(sock)
+        elapsed = time.monotonic() - started
+    assert frame is not None
+    return elapsed, decode_response(frame, 1, 11)[1]
+
+
+def test_long_poll_returns_when_data_arrives_and_after_max_wait(broker: EmbeddedBroker) -> None:
+    topic = "poll"
+    create_topic(broker.bootstrap, topic)
+    # No data: the fetch is held for max_wait, then answered empty.
+    elapsed, body = _fetch(broker.bootstrap, topic, 0, 400)
+    assert elapsed >= 0.35
+    assert body.responses[0].partitions[0].records in (b"", None)
+    # Data arrives while the fetch waits (max_wait 20 s): it is answered on the append.
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    timer = threading.Timer(0.5, lambda: (producer.produce(topic, value=b"wake"),
+                                          producer.flush(10)))
+    timer.start()
+    elapsed, body = _fetch(broker.bootstrap, topic, 0, 20_000)
+    timer.join()
+    assert elapsed < 10, "the append completes the waiting fetch long before max_wait"
+    assert b"wake" in bytes(body.responses[0].partitions[0].records)
+
+
+def test_offset_out_of_range(broker: EmbeddedBroker) -> None:
+    topic = "range"
+    create_topic(broker.bootstrap, topic)
+    _, body = _fetch(broker.bootstrap, topic, 42, 0)
+    assert body.responses[0].partitions[0].error_code.name == "offset_out_of_range"
