@@ -829,10 +829,11 @@ class Log:
             return
         if flush:
             self.flush()
-        with self._flush_lock:
-            self._closed = True
-            for segment in self._segments:
-                segment.close()
+        # No flush lock: a flush still running in a worker skips what closes under it,
+        # and the event loop (deleting a topic) must not wait for its fsync.
+        self._closed = True
+        for segment in self._segments:
+            segment.close()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

@@ -624,7 +624,13 @@ class LogSegment:
         if self._closed:
             return
         if self._offset_index is not None and self._time_index is not None:
+            was_active = self._active
             self._finish_inactive()
+            if was_active:
+                # the final time index entry and the trim come after the last flush; a
+                # clean start trusts them, so they must be on disk
+                self._offset_index.flush()
+                self._time_index.flush()
         self._closed = True
         for index in (self._offset_index, self._time_index):
             if index is not None:
