@@ -7,3 +7,7 @@ The logic is sans-io: :class:`~plugins.coordinator.state_machine.GroupCoordinato
 owns the groups of one ``__consumer_offsets`` partition and returns records to append,
 responses and timers; the kernel's coordinator runtime does the I/O.
 """
+
+from plugins.coordinator.plugin import CoordinatorPlugin
+
+__all__ = ["CoordinatorPlugin"]

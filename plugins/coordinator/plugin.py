@@ -1,0 +1,67 @@
+"""The plugin object: one instance per broker, holding that broker's group coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from kernel.config import ConfigSchema
+from kernel.hookspecs import hookimpl
+from kernel.routing import ApiRegistry, Handler, RequestContext
+from plugins.coordinator.handlers import HANDLER_MODULES
+from plugins.coordinator.service import GroupCoordinatorService
+from plugins.coordinator.settings import CoordinatorSettings
+
+if TYPE_CHECKING:
+    from kernel.server import Broker
+
+__all__ = ["PLUGIN_NAME", "CoordinatorPlugin"]
+
+PLUGIN_NAME = "coordinator"
+
+
+class CoordinatorPlugin:
+    def __init__(self) -> None:
+        self._service: GroupCoordinatorService | None = None
+
+    @property
+    def service(self) -> GroupCoordinatorService:
+        """Set at startup; listeners serve only after that, so handlers always find it."""
+        if self._service is None:
+            raise RuntimeError("the group coordinator has not started")
+        return self._service
+
+    @hookimpl
+    def kafkernel_config_schema(self) -> ConfigSchema:
+        return ConfigSchema(f"plugins.{PLUGIN_NAME}", CoordinatorSettings)
+
+    @hookimpl
+    def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
+        for module in HANDLER_MODULES:
+            registry.register(module.API_KEY, self._bind(module),
+                              min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+
+    def _bind(self, module: ModuleType) -> Handler:
+        handle = module.handle
+
+        def handler(ctx: RequestContext, request: Any) -> Any:
+            return handle(self.service, ctx, request)
+
+        return handler
+
+    @hookimpl
+    def kafkernel_startup(self, broker: Broker) -> Awaitable[None]:
+        settings = broker.plugin_settings(PLUGIN_NAME) or CoordinatorSettings()
+        self._service = GroupCoordinatorService(broker, settings)
+        return self._service.start()
+
+    @hookimpl
+    def kafkernel_shutdown(self, broker: Broker) -> Awaitable[None] | None:
+        return self._service.stop() if self._service is not None else None
+
+    @hookimpl
+    def kafkernel_high_watermark_changed(self, topic: str, partition: int,
+                                         high_watermark: int) -> None:
+        if self._service is not None:
+            self._service.runtime.on_high_watermark_changed(topic, partition, high_watermark)

@@ -1,0 +1,147 @@
+"""The group coordinator of one broker (Kafka's ``GroupCoordinatorService``): the kernel's
+coordinator runtime over ``__consumer_offsets`` with one
+:class:`~plugins.coordinator.state_machine.GroupCoordinatorShard` per partition, plus
+what the handlers share: which partition owns a group, which broker coordinates a key,
+how runtime failures read as Kafka error codes, and the request context of a shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from kernel.cluster import NewTopic
+from kernel.coordination import CoordinatorError, CoordinatorRuntime
+from kernel.protocol.errors import KafkaError
+from plugins.coordinator.metrics import GroupMetrics
+from plugins.coordinator.records import partition_for
+from plugins.coordinator.result import CoordinatorResult, append_error_to_response_error
+from plugins.coordinator.settings import CoordinatorSettings
+from plugins.coordinator.state_machine import GroupCoordinatorShard, RequestContext
+
+if TYPE_CHECKING:
+    from kernel.routing import RequestContext as KernelRequestContext
+    from kernel.server import Broker
+
+__all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "GroupCoordinatorService"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Owned by the transaction plugin; FindCoordinator only reads its leaders.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# Kafka's offsets.topic.segment.bytes default: small segments compact sooner.
+OFFSETS_TOPIC_SEGMENT_BYTES = 104_857_600
+
+T = TypeVar("T")
+
+
+class GroupCoordinatorService:
+    def __init__(self, broker: Broker, settings: CoordinatorSettings) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.config = settings.group_config()
+        self.log: Any = broker.log.bind(component="group-coordinator")
+        self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
+            broker, OFFSETS_TOPIC, lambda _partition: GroupCoordinatorShard(self.config),
+            commit_timeout_ms=settings.offsets_commit_timeout_ms,
+        )
+        self.metrics = GroupMetrics(self.runtime, broker)
+
+    async def start(self) -> None:
+        await self._create_offsets_topic()
+        self.runtime.start()
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+        self.metrics.close()
+
+    async def _create_offsets_topic(self) -> None:
+        """Kafka creates the topic on the first FindCoordinator; creating it at startup
+        means the first group does not pay for it. The replication factor is capped at
+        the brokers registered now, so a single broker works with Kafka's default of 3;
+        a cluster should start its brokers before the first enables this plugin, or
+        create the topic itself."""
+        metadata = self.broker.metadata
+        image = metadata.image
+        if OFFSETS_TOPIC in image.topics:
+            return
+        settings = self.settings
+        replication_factor = min(settings.offsets_topic_replication_factor,
+                                 max(1, len(image.brokers)))
+        try:
+            await metadata.create_topics([NewTopic(
+                OFFSETS_TOPIC, settings.offsets_topic_num_partitions, replication_factor,
+                configs={"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
+                internal=True,
+            )])
+        except KafkaError as e:
+            if e.error_code != ErrorCode.topic_already_exists:
+                # Groups answer COORDINATOR_NOT_AVAILABLE until the topic exists.
+                self.log.error("cannot create the offsets topic", error=e.error_code.name,
+                               detail=e.message)
+                return
+        self.log.info("created the offsets topic", partitions=settings.offsets_topic_num_partitions,
+                      replication_factor=replication_factor)
+
+    # -- routing -----------------------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition that owns ``group_id``; the topic's
+        actual partition count wins over the setting, as in Kafka."""
+        topic = self.broker.metadata.image.topic(OFFSETS_TOPIC)
+        if topic is None or not topic.partitions:
+            raise CoordinatorError(ErrorCode.coordinator_not_available,
+                                   f"{OFFSETS_TOPIC} does not exist yet")
+        return partition_for(group_id, len(topic.partitions))
+
+    def find_coordinator(self, topic_name: str, key: str) -> tuple[int, str, int]:
+        """(node id, host, port) of the leader of ``key``'s partition of ``topic_name``;
+        raises CoordinatorError(COORDINATOR_NOT_AVAILABLE) when there is none."""
+        image = self.broker.metadata.image
+        topic = image.topic(topic_name)
+        if topic is None or not topic.partitions:
+            raise CoordinatorError(ErrorCode.coordinator_not_available,
+                                   f"{topic_name} does not exist")
+        state = topic.partitions.get(partition_for(key, len(topic.partitions)))
+        broker = image.brokers.get(state.leader) if state is not None else None
+        if broker is None:
+            raise CoordinatorError(ErrorCode.coordinator_not_available,
+                                   "the coordinator's partition has no leader")
+        return broker.node_id, broker.host, broker.port
+
+    # -- operations --------------------------------------------------------------------
+
+    def write(
+        self, group_id: str,
+        op: Callable[[GroupCoordinatorShard, Hashable], CoordinatorResult[T]],
+    ) -> asyncio.Future[T]:
+        """Run ``op`` on the shard owning ``group_id``; its response once committed."""
+        return self.runtime.write(self.partition_of(group_id), op)
+
+    def read(self, group_id: str, fn: Callable[[GroupCoordinatorShard], T]) -> asyncio.Future[T]:
+        return self.runtime.read(self.partition_of(group_id), fn)
+
+    def led_partitions(self) -> dict[int, str]:
+        return self.runtime.partition_states()
+
+    # -- shared by the handlers --------------------------------------------------------
+
+    @staticmethod
+    def shard_context(ctx: KernelRequestContext) -> RequestContext:
+        host = ctx.session.peer.rsplit(":", 1)[0].strip("[]")
+        # Kafka shows client hosts as Java's InetAddress.toString(): "/127.0.0.1".
+        return RequestContext(client_id=ctx.client_id or "", client_host=f"/{host}",
+                              api_version=ctx.api_version)
+
+    @staticmethod
+    def error_code(error: KafkaError, *, offset_commit: bool = False) -> ErrorCode:
+        """What a client sees when an operation failed in the runtime."""
+        return append_error_to_response_error(error.error_code, offset_commit=offset_commit)
+
+    @staticmethod
+    def authorize(ctx: KernelRequestContext, operation: str, resource_type: str,
+                  name: str) -> bool:
+        return ctx.broker.plugins.authorize(ctx.session, operation, resource_type, name)
