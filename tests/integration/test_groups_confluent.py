@@ -1,0 +1,335 @@
+"""Consumer groups through confluent-kafka (librdkafka): members split partitions, a
+member that leaves or is killed hands its partitions over, committed offsets survive
+consumer and broker restarts, cooperative-sticky rebalances incrementally, and a static
+member rejoins without a rebalance."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import generate_latest
+
+from kernel.testing.embedded import EmbeddedBroker
+
+GROUP_SETTINGS = {
+    "offsets.topic.num.partitions": 3,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+}
+SESSION_MS = 3000
+
+# A member in its own process, so the test can SIGKILL it (no LeaveGroup is sent).
+MEMBER_SCRIPT = """
+import sys
+from confluent_kafka import Consumer
+bootstrap, group, topic, client_id, session_ms = sys.argv[1:6]
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "client.id": client_id, "session.timeout.ms": int(session_ms),
+                     "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest"})
+consumer.subscribe([topic])
+while True:
+    consumer.poll(0.1)
+"""
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., EmbeddedBroker]) -> EmbeddedBroker:
+    return broker_factory(plugin_settings={"coordinator": GROUP_SETTINGS})
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    for i in range(count):
+        producer.produce(topic, f"m{i}".encode(), partition=i % partitions)
+    assert producer.flush(10) == 0
+
+
+class MemberThread:
+    """A subscribed consumer polled on its own thread, as an application would."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str,
+                 **conf: Any) -> None:
+        self.assigned: set[int] = set()
+        self.revocations: list[set[int]] = []
+        self.assignments: list[set[int]] = []
+        self._stop = threading.Event()
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+            "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300,
+            "auto.offset.reset": "earliest", **conf,
+        })
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assignments.append({p.partition for p in partitions})
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.revocations.append({p.partition for p in partitions})
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.consumer.poll(0.05)
+            self.assigned = {p.partition for p in self.consumer.assignment()}
+        self.consumer.close()
+
+    def leave(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+@pytest.fixture
+def members() -> Iterator[list[MemberThread]]:
+    started: list[MemberThread] = []
+    yield started
+    for m in started:
+        m.leave()
+
+
+def described(admin: AdminClient, group: str) -> tuple[str, dict[str, set[int]]]:
+    """(state, client id -> assigned partitions) as DescribeGroups reports them."""
+    d = admin.describe_consumer_groups([group])[group].result(10)
+    assignment = {m.client_id: {tp.partition for tp in m.assignment.topic_partitions}
+                  for m in d.members}
+    return d.state.name, assignment
+
+
+def stable_with(admin: AdminClient, group: str, clients: set[str], partitions: int) -> bool:
+    state, assignment = described(admin, group)
+    if state != "STABLE" or set(assignment) != clients:
+        return False
+    owned = [p for ps in assignment.values() for p in ps]
+    return sorted(owned) == list(range(partitions))
+
+
+def test_members_split_partitions_then_one_leaves_and_one_dies(
+    broker: EmbeddedBroker, members: list[MemberThread]
+) -> None:
+    topic, group = "orders", "split"
+    create_topic(broker.bootstrap, topic, 6)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    members.append(MemberThread(broker.bootstrap, group, topic, "a"))
+    members.append(MemberThread(broker.bootstrap, group, topic, "b"))
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", MEMBER_SCRIPT, broker.bootstrap, group, topic, "c",
+         str(SESSION_MS)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: stable_with(admin, group, {"a", "b", "c"}, 6), 30,
+                 "three members sharing six partitions")
+        _, assignment = described(admin, group)
+        assert sorted(len(ps) for ps in assignment.values()) == [2, 2, 2]
+
+        killed_at = time.monotonic()
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(5)
+        wait_for(lambda: stable_with(admin, group, {"a", "b"}, 6), 20,
+                 "the survivors taking the killed member's partitions")
+        recovered_s = time.monotonic() - killed_at
+        # The session timeout, then one rejoin round driven by heartbeats.
+        assert recovered_s < SESSION_MS / 1000 + 5, recovered_s
+        wait_for(lambda: members[0].assigned | members[1].assigned == set(range(6)))
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+            doomed.wait(5)
+
+    members[0].leave()
+    members.pop(0)
+    wait_for(lambda: stable_with(admin, group, {"b"}, 6), 15,
+             "the last member owning every partition")
+    wait_for(lambda: members[0].assigned == set(range(6)))
+
+
+def test_committed_offsets_resume_after_consumer_and_broker_restart(
+    broker: EmbeddedBroker,
+) -> None:
+    topic, group = "resume", "resumers"
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 100)
+
+    def consume(bootstrap: str, count: int) -> list[int]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "session.timeout.ms": SESSION_MS})
+        consumer.subscribe([topic])
+        offsets: list[int] = []
+        last = None
+        try:
+            deadline = time.monotonic() + 20
+            while len(offsets) < count and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                assert msg.error() is None, msg.error()
+                offsets.append(msg.offset())
+                last = msg
+            assert last is not None
+            consumer.commit(message=last, asynchronous=False)
+        finally:
+            consumer.close()
+        return offsets
+
+    assert consume(broker.bootstrap, 40) == list(range(40))
+    assert consume(broker.bootstrap, 30) == list(range(40, 70))
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def committed() -> int | None:
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
+        try:
+            result = admin.list_consumer_group_offsets(request)[group].result(10)
+        except Exception:  # the coordinator may still be loading: retry
+            return None
+        return result.topic_partitions[0].offset
+
+    assert wait_for(committed, 20, "committed offsets after the restart") == 70
+    assert consume(broker.bootstrap, 30) == list(range(70, 100))
+
+
+def test_cooperative_sticky_moves_only_what_it_must(
+    broker: EmbeddedBroker, members: list[MemberThread]
+) -> None:
+    topic, group = "sticky", "cooperative"
+    create_topic(broker.bootstrap, topic, 4)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    conf = {"partition.assignment.strategy": "cooperative-sticky"}
+    first = MemberThread(broker.bootstrap, group, topic, "first", **conf)
+    members.append(first)
+    wait_for(lambda: first.assigned == set(range(4)), what="the first member owning all")
+    chosen = admin.describe_consumer_groups([group])[group].result(10).partition_assignor
+    assert chosen == "cooperative-sticky"
+
+    second = MemberThread(broker.bootstrap, group, topic, "second", **conf)
+    members.append(second)
+    wait_for(lambda: stable_with(admin, group, {"first", "second"}, 4), 20,
+             "an even split")
+    wait_for(lambda: len(first.assigned) == 2 and len(second.assigned) == 2)
+    # Incremental: the first member gave up two partitions and kept two throughout.
+    assert [r for r in first.revocations if r] == [set(range(4)) - first.assigned]
+
+    second.leave()
+    members.remove(second)
+    wait_for(lambda: first.assigned == set(range(4)), 15, "the partitions coming back")
+    assert len([r for r in first.revocations if r]) == 1  # taking back revokes nothing
+
+
+def rebalances(broker: EmbeddedBroker) -> float:
+    assert broker.broker is not None
+    value = broker.broker.metrics.registry.get_sample_value("kafkernel_group_rebalances_total")
+    return value or 0.0
+
+
+def test_static_member_rejoins_without_a_rebalance(
+    broker: EmbeddedBroker, members: list[MemberThread]
+) -> None:
+    topic, group = "static", "statics"
+    create_topic(broker.bootstrap, topic, 4)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    conf = {"session.timeout.ms": 6000}
+    s1 = MemberThread(broker.bootstrap, group, topic, "s1", **{"group.instance.id": "s-1"},
+                      **conf)
+    s2 = MemberThread(broker.bootstrap, group, topic, "s2", **{"group.instance.id": "s-2"},
+                      **conf)
+    members.extend([s1, s2])
+    wait_for(lambda: stable_with(admin, group, {"s1", "s2"}, 4), 20, "two static members")
+    wait_for(lambda: len(s1.assigned) == 2 and len(s2.assigned) == 2)
+    before = rebalances(broker)
+    s1_partitions = set(s1.assigned)
+    revocations_of_s2 = len(s2.revocations)
+
+    # A static member's close sends no LeaveGroup: the group keeps its place.
+    s1.leave()
+    members.remove(s1)
+    restarted = MemberThread(broker.bootstrap, group, topic, "s1",
+                             **{"group.instance.id": "s-1"}, **conf)
+    members.append(restarted)
+    wait_for(lambda: restarted.assigned == s1_partitions, 15, "the same partitions back")
+    assert stable_with(admin, group, {"s1", "s2"}, 4)
+    assert rebalances(broker) == before
+    assert len(s2.revocations) == revocations_of_s2
+
+
+def test_group_metrics(broker: EmbeddedBroker) -> None:
+    topic, group = "metered", "meter"
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, 20, partitions=2)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": SESSION_MS})
+    consumer.subscribe([topic])
+    try:
+        seen = 0
+        deadline = time.monotonic() + 20
+        while seen < 6 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None and msg.partition() == 0:
+                seen += 1
+                consumer.commit(message=msg, asynchronous=False)
+        assert broker.broker is not None
+        text = generate_latest(broker.broker.metrics.registry).decode()
+        assert 'kafkernel_groups{state="Stable"} 1.0' in text
+        assert f'kafkernel_group_members{{group="{group}"}} 1.0' in text
+        # Ten records on partition 0, six consumed and committed.
+        assert (f'kafkernel_group_consumer_lag{{group="{group}",partition="0",'
+                f'topic="{topic}"}} 4.0') in text
+        assert "kafkernel_group_offset_commits_total 6.0" in text
+        assert "kafkernel_group_rebalances_total 1.0" in text
+    finally:
+        consumer.close()
+
+
+def test_unknown_group_offsets_and_errors_seen_by_the_client(broker: EmbeddedBroker) -> None:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "nobody-here"})
+    try:
+        committed = consumer.committed([TopicPartition("missing-topic", 0)], timeout=10)
+        assert committed[0].offset < 0
+    finally:
+        consumer.close()
+    bad = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bad-session",
+                    "session.timeout.ms": 500, "heartbeat.interval.ms": 100})
+    create_topic(broker.bootstrap, "anything", 1)
+    codes: list[int] = []
+    bad.subscribe(["anything"])
+    try:
+        deadline = time.monotonic() + 10
+        while KafkaError.INVALID_SESSION_TIMEOUT not in codes and time.monotonic() < deadline:
+            msg = bad.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                codes.append(msg.error().code())
+    finally:
+        bad.close()
+    assert KafkaError.INVALID_SESSION_TIMEOUT in codes
