@@ -8,7 +8,12 @@ from collections import Counter
 from typing import Any
 
 from kernel.cluster import ClusterImage
-from kernel.handlers.create_topics import CLUSTER_NAME, check_replicas
+from kernel.handlers.create_topics import (
+    CLUSTER_NAME,
+    MAX_PARTITIONS_PER_BATCH,
+    TOO_MANY_PARTITIONS,
+    check_replicas,
+)
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.routing import RequestContext
@@ -24,6 +29,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cluster_alter = authorize(ctx.session, "ALTER", "CLUSTER", CLUSTER_NAME)
     counts = Counter(t.name for t in request.topics)
     answered: dict[str, tuple[ErrorCode, str | None]] = {}
+    if _added_partitions(request.topics, broker.metadata.image) > MAX_PARTITIONS_PER_BATCH:
+        # The same bound as CreateTopics (Kafka applies it since KAFKA-19673).
+        answered = {n: (ErrorCode.policy_violation, TOO_MANY_PARTITIONS) for n in counts}
     for topic in request.topics:
         name = topic.name
         if name in answered:
@@ -52,6 +60,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for name, (error, message) in answered.items()
         ),
     )
+
+
+def _added_partitions(topics: Any, image: ClusterImage) -> int:
+    total = 0
+    for topic in topics:
+        current = image.topics.get(topic.name)
+        if current is not None:
+            total += max(0, topic.count - len(current.partitions))
+    return total
 
 
 def _validate(topic: Any, image: ClusterImage) -> list[tuple[int, ...]] | None:

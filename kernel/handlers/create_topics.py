@@ -29,6 +29,10 @@ MAX_VERSION = 7
 
 ZERO_UUID = uuid.UUID(int=0)
 CLUSTER_NAME = "kafka-cluster"
+# Kafka's controller refuses requests that would add more partitions than one metadata
+# batch may hold (KAFKA-17870), rather than build an unbounded batch in memory.
+MAX_PARTITIONS_PER_BATCH = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
 @dataclass(slots=True)
@@ -53,6 +57,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     authorize = broker.plugins.authorize
     cluster_create = authorize(ctx.session, "CREATE", "CLUSTER", CLUSTER_NAME)
     counts = Counter(t.name for t in request.topics)
+    if _total_partitions(request.topics, view.effective) > MAX_PARTITIONS_PER_BATCH:
+        refused = [_Outcome(n, ErrorCode.policy_violation, TOO_MANY_PARTITIONS) for n in counts]
+        return _respond(ctx, view, refused)
     collisions = {_collision_key(n): n for n in image.topics}
     outcomes: dict[str, _Outcome] = {}
     for topic in request.topics:
@@ -76,6 +83,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not request.validate_only:
         await _create(ctx, [o for o in outcomes.values() if o.new_topic is not None])
     return _respond(ctx, view, list(outcomes.values()))
+
+
+def _total_partitions(topics: Any, cfg: BrokerConfig) -> int:
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += cfg.num_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
 
 
 def _validate(topic: Any, image: ClusterImage, cfg: BrokerConfig,

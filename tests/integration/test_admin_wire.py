@@ -11,6 +11,7 @@ from typing import Any
 
 from kio.schema.alter_configs.v2 import request as alter_v2
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_partitions.v3 import request as partitions_v3
 from kio.schema.create_topics.v7 import request as create_v7
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteV1
 from kio.schema.delete_topics.v6 import request as delete_v6
@@ -127,6 +128,19 @@ def test_create_topics_request_errors(broker: EmbeddedBroker) -> None:
     assert answers["w-null"][0] == ErrorCode.invalid_config
     assert answers["w-long"][0] == ErrorCode.invalid_config
     assert len(response.topics) == 6
+
+
+def test_partition_count_per_request_is_bounded(broker: EmbeddedBroker) -> None:
+    # Kafka refuses to put more than 10,000 new partitions in one metadata batch.
+    response = create(broker, creatable("w-huge", 6000), creatable("w-huger", 6000))
+    assert {(t.name, t.error_code) for t in response.topics} == {
+        ("w-huge", ErrorCode.policy_violation), ("w-huger", ErrorCode.policy_violation)}
+    create(broker, creatable("w-small"))
+    response = call(broker, partitions_v3.CreatePartitionsRequest(
+        topics=(partitions_v3.CreatePartitionsTopic(name="w-small", count=20_000,
+                                                    assignments=None),),
+        timeout=TIMEOUT, validate_only=False))
+    assert [r.error_code for r in response.results] == [ErrorCode.policy_violation]
 
 
 def test_delete_topics_by_name_and_id(broker_factory: Callable[..., EmbeddedBroker]) -> None:
