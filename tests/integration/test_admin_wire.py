@@ -306,3 +306,14 @@ def test_authorization(broker_factory: Callable[..., EmbeddedBroker]) -> None:
     assert [r.error_code for r in response.results] == [ErrorCode.topic_authorization_failed]
     cluster = call(broker, ClusterV0(include_cluster_authorized_operations=True))
     assert cluster.cluster_authorized_operations == 1 << 8  # DESCRIBE only
+
+
+def test_internal_topics_are_deleted_like_kafka(
+        broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    # Kafka's controller has no special case for internal topics in DeleteTopics (the
+    # refusal users know is kafka-topics.sh's); an authorized principal may delete them.
+    broker = broker_factory(plugins=["metadata_kraft"])
+    assert create(broker, creatable("__transaction_state")).topics[0].error_code == \
+        ErrorCode.none
+    response = call(broker, DeleteV1(topic_names=("__transaction_state",), timeout=TIMEOUT))
+    assert [r.error_code for r in response.responses] == [ErrorCode.none]
