@@ -1,0 +1,321 @@
+"""The two brokers under test, each a subprocess on a loopback port, always stopped.
+
+``MockBroker`` is librdkafka's in-memory mock cluster (``bench.mock_cluster``);
+``KafkernelBroker`` is ``kafkernel serve`` with its data in a temporary directory. Both
+are context managers: leaving the ``with`` block stops the process (SIGTERM, then
+SIGKILL), whatever happened inside, and ``bench.orphan_guard`` stops it even if the
+benchmark itself is killed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import ipaddress
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from bench.procfs import ProcSample, reset_peak, sample
+from bench.settings import MOCK_RETAINED_BYTES
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def check_loopback(bootstrap: str) -> str:
+    """The benchmark only ever talks to this machine."""
+    host = bootstrap.rsplit(":", 1)[0].strip("[]")
+    if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
+        raise BrokerError(f"refusing non-loopback bootstrap address {bootstrap}")
+    return bootstrap
+
+
+def _guarded(cmd: Sequence[str]) -> list[str]:
+    # Run as a script, not ``-m``: kafkernel runs in its own directory, not the repo.
+    return [sys.executable, str(Path(__file__).with_name("orphan_guard.py")), *cmd]
+
+
+def _stop_process(proc: subprocess.Popen[Any], grace_s: float) -> int | None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5.0)
+    return proc.returncode
+
+
+class Broker(ABC):
+    """A running broker process: its address, its /proc figures, topic creation."""
+
+    name: str
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[Any] | None = None
+        self._bootstrap: str | None = None
+        self.returncode: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        if self._bootstrap is None:
+            raise BrokerError(f"{self.name} is not started")
+        return self._bootstrap
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise BrokerError(f"{self.name} is not started")
+        return self.proc.pid
+
+    def sample(self) -> ProcSample | None:
+        return sample(self.pid) if self.proc is not None else None
+
+    def reset_peak(self) -> bool:
+        return reset_peak(self.pid) if self.proc is not None else False
+
+    @abstractmethod
+    def start(self, timeout_s: float = 30.0) -> None: ...
+
+    @abstractmethod
+    def create_topics(self, names: Sequence[str], partitions: int) -> str:
+        """Create topics with ``partitions`` partitions; returns how (for the record)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What this broker is, for the report."""
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Broker:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class MockBroker(Broker):
+    name = "mock"
+
+    def __init__(self, bound_s: float) -> None:
+        super().__init__()
+        self._bound_s = bound_s
+        self._buffer = b""
+
+    def _readline(self, timeout_s: float) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise BrokerError(f"mock cluster did not answer within {timeout_s:.0f} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise BrokerError(f"mock cluster exited (code {self.proc.poll()})")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode().strip()
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        cmd = _guarded([sys.executable, "-m", "bench.mock_cluster",
+                        "--seconds", str(int(self._bound_s))])
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     cwd=REPO_ROOT, bufsize=0)
+        self._bootstrap = check_loopback(self._readline(timeout_s).split(",")[0])
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> str:
+        assert self.proc is not None and self.proc.stdin is not None
+        for name in names:
+            self.proc.stdin.write(f"topic {name} {partitions}\n".encode())
+            self.proc.stdin.flush()
+            reply = self._readline(10.0)
+            if reply != "ok":
+                raise BrokerError(f"mock: creating topic {name}: {reply}")
+        return "rd_kafka_mock_topic_create (the mock does not serve CreateTopics)"
+
+    def describe(self) -> dict[str, Any]:
+        import confluent_kafka
+
+        return {
+            "what": "librdkafka mock cluster, 1 broker, records in memory",
+            "librdkafka": confluent_kafka.libversion()[0],
+            "retention": f"keeps at most {MOCK_RETAINED_BYTES // 2**20} MiB or 100,000 "
+                         "batches per partition, dropping the oldest",
+            "rss_measured": "the mock_cluster process: Python interpreter + librdkafka "
+                            "+ the records it holds",
+        }
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # end of stdin: the mock exits by itself
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(3.0)
+        self.returncode = _stop_process(self.proc, 5.0)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def kafkernel_executable() -> str:
+    beside = Path(sys.executable).with_name("kafkernel")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("kafkernel")
+    if found is None:
+        raise BrokerError("kafkernel executable not found (pip install -e . in the venv)")
+    return found
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+class KafkernelBroker(Broker):
+    """``kafkernel serve`` as the README runs it, on a free loopback port."""
+
+    name = "kafkernel"
+
+    def __init__(self, partitions: int, overrides: Sequence[str], keep_data: bool) -> None:
+        super().__init__()
+        self.partitions = partitions
+        self.overrides = list(overrides)
+        self.keep_data = keep_data
+        self.workdir: Path | None = None
+        self.command: list[str] = []
+        self._log: IO[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "broker.log"
+
+    def _config(self, data_dir: Path) -> str:
+        # Logging at info in JSON: the "broker started" line carries the bound port.
+        return "\n".join([
+            "broker.id = 1",
+            'listeners = ["PLAINTEXT://127.0.0.1:0"]',
+            f"log.dirs = [{_toml_string(str(data_dir))}]",
+            f"num.partitions = {self.partitions}",
+            "default.replication.factor = 1",
+            "auto.create.topics.enable = true",
+            "metrics.port = -1",
+            'logging.format = "json"',
+            'logging.level = "info"',
+            "",
+            "[plugins]",
+            'enabled = ["metadata_kraft"]',
+            "",
+        ])
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix="kafkernel-bench-"))
+        config = self.workdir / "kafkernel.toml"
+        config.write_text(self._config(self.workdir / "data"))
+        self.command = [kafkernel_executable(), "serve", "--config", str(config)]
+        for item in self.overrides:
+            self.command += ["--override", item]
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(_guarded(self.command), stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     cwd=self.workdir)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError(f"kafkernel exited with code {self.proc.returncode}: "
+                                  f"{self.log_tail()}")
+            listeners = self._started_listeners()
+            if listeners:
+                self._bootstrap = check_loopback(listeners[0].split("://", 1)[1])
+                return
+            time.sleep(0.05)
+        raise BrokerError(f"kafkernel did not start within {timeout_s:.0f} s: "
+                          f"{self.log_tail()}")
+
+    def _started_listeners(self) -> list[str]:
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if '"broker started"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            return [str(x) for x in event.get("listeners", [])]
+        return []
+
+    def log_tail(self, lines: int = 8) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> str:
+        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics(
+            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
+            operation_timeout=10, request_timeout=15)
+        concurrent.futures.wait(list(futures.values()), timeout=30)
+        failures: list[str] = []
+        for name, future in futures.items():
+            if not future.done():
+                failures.append(f"{name}: no answer within 30 s")
+                continue
+            e = future.exception()
+            if isinstance(e, KafkaException) and e.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                continue
+            if e is not None:
+                failures.append(f"{name}: {e}")
+        if not failures:
+            return "AdminClient.create_topics"
+        # Until CreateTopics is served: a producer's Metadata request auto-creates, with
+        # the broker's num.partitions, which this config sets to the same count.
+        producer = Producer({"bootstrap.servers": self.bootstrap})
+        for name in names:
+            producer.list_topics(topic=name, timeout=10)
+        return ("auto-creation through Metadata (num.partitions="
+                f"{self.partitions}); CreateTopics failed: {failures[0]}")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "what": "kafkernel serve, 1 broker, embedded KRaft-style metadata, "
+                    "log on disk in a temporary directory",
+            "command": self.command,
+            "rss_measured": "the kafkernel serve process (page cache not counted)",
+        }
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.returncode = _stop_process(self.proc, 15.0)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self.workdir is not None and not self.keep_data:
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,387 @@
+"""Throughput runs with the two clients: confluent-kafka from Python, and kcat (C).
+
+Every run is bounded by a record count and a deadline and returns a ``RunResult``; a
+run that fails or overruns says so in the result instead of raising, so one broker's
+missing feature does not stop the other figures.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+
+@dataclass
+class RunResult:
+    records: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    timed_out: bool = False
+    check: str = "not checked"
+    broker_cpu_s: float | None = None
+    broker_rss_kb: int | None = None
+    broker_hwm_kb: int | None = None
+
+    @property
+    def records_per_s(self) -> float | None:
+        return self.records / self.seconds if self.seconds > 0 and self.records else None
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 and self.bytes else None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.timed_out
+
+
+@dataclass
+class Measurement:
+    """Repeated runs of one workload; its figures are those of the median run."""
+
+    runs: list[RunResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> RunResult | None:
+        return next((r for r in self.runs if not r.ok), None)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.runs) and self.failed is None
+
+    @property
+    def median(self) -> RunResult | None:
+        if not self.ok:
+            return None
+        ordered = sorted(self.runs, key=lambda r: r.records_per_s or 0.0)
+        return ordered[(len(ordered) - 1) // 2]
+
+    @property
+    def records_per_s(self) -> float | None:
+        m = self.median
+        return m.records_per_s if m is not None else None
+
+    @property
+    def mb_per_s(self) -> float | None:
+        m = self.median
+        return m.mb_per_s if m is not None else None
+
+    @property
+    def check(self) -> str:
+        if not self.runs:
+            return "not run"
+        return next((r.check for r in self.runs if not r.check.startswith("ok")),
+                    self.runs[0].check)
+
+    @property
+    def problem(self) -> str | None:
+        bad = self.failed
+        if bad is not None:
+            return "timed out" if bad.timed_out else (bad.error or "failed")
+        return None
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        rates = [r.records_per_s for r in self.runs if r.records_per_s is not None]
+        return (min(rates), max(rates)) if rates and self.ok else None
+
+
+def payload(record_size: int) -> bytes:
+    """Printable, newline-free bytes (kcat -l splits its file on newlines); fixed seed."""
+    rng = random.Random(record_size)
+    alphabet = (string.ascii_letters + string.digits).encode()
+    return bytes(rng.choice(alphabet) for _ in range(record_size))
+
+
+def write_kcat_file(path: Path, record_size: int, records: int) -> Path:
+    line = payload(record_size) + b"\n"
+    chunk = 10_000
+    with open(path, "wb") as f:
+        for start in range(0, records, chunk):
+            f.write(line * min(chunk, records - start))
+    return path
+
+
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        return f"{e.args[0].name()}: {e.args[0].str()}"
+    return f"{type(e).__name__}: {e}"
+
+
+# ---------------------------------------------------------------------------- topics
+
+
+def await_topics(bootstrap: str, names: Sequence[str], partitions: int,
+                 timeout_s: float = 30.0) -> None:
+    """Wait until every topic has its partitions, each with a leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    missing = list(names)
+    while time.monotonic() < deadline:
+        try:
+            topics = admin.list_topics(timeout=5).topics
+        except KafkaException:
+            time.sleep(0.2)
+            continue
+        missing = [
+            n for n in names
+            if n not in topics or topics[n].error is not None
+            or len(topics[n].partitions) != partitions
+            or any(p.leader < 0 for p in topics[n].partitions.values())
+        ]
+        if not missing:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topics not ready after {timeout_s:.0f} s: {', '.join(missing)}")
+
+
+def log_size(bootstrap: str, topic: str, partitions: int,
+             timeout_s: float = 30.0) -> tuple[int, int]:
+    """(sum of log start offsets, sum of high watermarks) over the topic's partitions."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkernel-bench-probe",
+                         "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout_s
+    try:
+        low = high = 0
+        for p in range(partitions):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"{topic}: watermarks not read within {timeout_s:.0f} s")
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                    timeout=min(10.0, left))
+            low, high = low + lo, high + hi
+        return low, high
+    finally:
+        consumer.close()
+
+
+def check_appended(bootstrap: str, topic: str, partitions: int, before: int,
+                   expected: int) -> str:
+    try:
+        _, high = log_size(bootstrap, topic, partitions)
+    except (KafkaException, RuntimeError) as e:
+        return f"could not read watermarks ({_error_text(e)})"
+    appended = high - before
+    if appended != expected:
+        return f"MISMATCH: log grew by {appended}, expected {expected}"
+    return f"ok: log grew by {appended}"
+
+
+# --------------------------------------------------------------------------- produce
+
+
+def produce_confluent(bootstrap: str, topic: str, value: bytes, records: int,
+                      properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    failures: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failures.append(err)
+
+    producer = Producer({"bootstrap.servers": bootstrap, **properties,
+                         "delivery.report.only.error": True, "on_delivery": on_delivery})
+    produce, poll = producer.produce, producer.poll
+    result = RunResult()
+    sent = 0
+    start = time.perf_counter()
+    deadline = start + timeout_s
+    try:
+        while sent < records:
+            chunk_end = min(records, sent + 10_000)
+            while sent < chunk_end:
+                try:
+                    produce(topic, value)
+                    sent += 1
+                except BufferError:
+                    poll(0.001)
+            poll(0)
+            if time.perf_counter() > deadline:
+                result.timed_out = True
+                break
+        undelivered = producer.flush(max(0.0, deadline - time.perf_counter()))
+        result.seconds = time.perf_counter() - start
+        failed = len(failures)
+        if undelivered:
+            result.timed_out = True
+            producer.purge()
+            producer.flush(1.0)
+    except KafkaException as e:
+        result.seconds = time.perf_counter() - start
+        result.error = _error_text(e)
+        undelivered, failed = 0, len(failures)
+    delivered = max(0, sent - undelivered - failed)
+    result.records, result.bytes = delivered, delivered * len(value)
+    if failed:
+        result.error = f"{failed} delivery failures, first: {failures[0].name()}"
+    return result
+
+
+def kcat_properties(properties: Mapping[str, str]) -> list[str]:
+    args: list[str] = []
+    for key, value in properties.items():
+        args += ["-X", f"{key}={value}"]
+    return args
+
+
+def produce_kcat(bootstrap: str, topic: str, path: Path, records: int, record_size: int,
+                 properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    cmd = ["kcat", "-b", bootstrap, "-P", "-t", topic, *kcat_properties(properties),
+           "-l", str(path)]
+    result = RunResult()
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        result.seconds = time.perf_counter() - start
+        result.timed_out = True
+        return result
+    result.seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        result.error = f"kcat exit {done.returncode}: {_first_lines(done.stderr)}"
+        return result
+    # Whether every record landed is checked after, by the log's growth.
+    result.records, result.bytes = records, records * record_size
+    return result
+
+
+def _first_lines(data: bytes, n: int = 3) -> str:
+    return " | ".join(data.decode(errors="replace").strip().splitlines()[:n]) or "(no output)"
+
+
+# --------------------------------------------------------------------------- consume
+
+
+def fill(bootstrap: str, topic: str, value: bytes, records: int, partitions: int,
+         properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    """Write the log that the consume runs read, the same count into every partition.
+
+    Not a figure. Even spreading (not the partitioner's random choice) keeps every
+    partition within the mock's retention.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, **properties})
+    result = RunResult()
+    start = time.perf_counter()
+    deadline = start + timeout_s
+    chunk = 1000
+    counts = [records // partitions + (p < records % partitions) for p in range(partitions)]
+    try:
+        for first in range(0, max(counts), chunk):
+            for p, count in enumerate(counts):
+                for _ in range(max(0, min(chunk, count - first))):
+                    while True:
+                        try:
+                            producer.produce(topic, value, partition=p)
+                            break
+                        except BufferError:
+                            producer.poll(0.01)
+                producer.poll(0)
+            if time.perf_counter() > deadline:
+                result.timed_out = True
+                break
+        left = producer.flush(max(0.0, deadline - time.perf_counter()))
+        if left:
+            result.timed_out = True
+            producer.purge()
+            producer.flush(1.0)
+    except KafkaException as e:
+        result.error = _error_text(e)
+    result.seconds = time.perf_counter() - start
+    result.records = records
+    return result
+
+
+def consume_confluent(bootstrap: str, topic: str, partitions: int, records: int,
+                      properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    """Read the whole log from offset 0 of every partition, ``records`` in all."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkernel-bench",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         **properties})
+    result = RunResult()
+    start = time.perf_counter()
+    deadline = start + timeout_s
+    got = nbytes = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        consume = consumer.consume
+        while got < records:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                result.timed_out = True
+                break
+            for m in consume(min(10_000, records - got), min(left, 1.0)):
+                if m.error() is not None:
+                    raise KafkaException(m.error())
+                got += 1
+                nbytes += len(m)
+        result.seconds = time.perf_counter() - start
+    except KafkaException as e:
+        result.seconds = time.perf_counter() - start
+        result.error = _error_text(e)
+    finally:
+        consumer.close()
+    result.records, result.bytes = got, nbytes
+    result.check = (f"ok: {got} records" if got == records
+                    else f"MISMATCH: {got} records, expected {records}")
+    return result
+
+
+def consume_kcat(bootstrap: str, topic: str, records: int, record_size: int,
+                 properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    """``kcat -C -e -o beginning -q`` to /dev/null over all partitions, timed.
+
+    A second run, not timed, counts what kcat prints, to check that the first one had
+    every record to read.
+    """
+    cmd = ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+           "-c", str(records), *kcat_properties(properties)]
+    result = RunResult()
+    start = time.perf_counter()
+    try:
+        run = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        result.seconds = time.perf_counter() - start
+        result.timed_out = True
+        return result
+    result.seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        result.error = f"kcat exit {run.returncode}: {_first_lines(run.stderr)}"
+        return result
+    result.records, result.bytes = records, records * record_size
+    lines, size, problem = _count_kcat_output(cmd, timeout_s)
+    if problem:
+        result.check = f"could not check: {problem}"
+    elif lines != records or size != records * (record_size + 1):
+        result.check = f"MISMATCH: a checking run printed {lines} records ({size} bytes)"
+        result.error = result.check
+    else:
+        result.check = f"ok: a checking run printed {lines} records of {record_size} B"
+    return result
+
+
+def _count_kcat_output(cmd: list[str], timeout_s: float) -> tuple[int, int, str | None]:
+    deadline = time.monotonic() + timeout_s
+    lines = size = 0
+    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as proc:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read(1 << 20):
+            lines += chunk.count(b"\n")
+            size += len(chunk)
+            if time.monotonic() > deadline:
+                proc.kill()
+                return lines, size, "the checking run overran"
+        proc.wait(max(1.0, deadline - time.monotonic()))
+        if proc.returncode != 0:
+            return lines, size, f"kcat exit {proc.returncode}"
+    return lines, size, None

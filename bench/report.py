@@ -1,0 +1,311 @@
+"""The results of one run: a table for people, the same figures as JSON for tools."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.clients import Measurement, RunResult
+from bench.latency import LatencyResult
+from bench.procfs import ProcSample
+from bench.settings import ClientSettings, Scale, Workload
+
+BROKERS = ("mock", "kafkernel")
+
+
+@dataclass
+class BrokerRun:
+    """Everything measured on one broker."""
+
+    name: str
+    info: dict[str, Any] = field(default_factory=dict)
+    topic_creation: str | None = None
+    error: str | None = None
+    results: dict[str, Measurement] = field(default_factory=dict)
+    latency: dict[int, LatencyResult] = field(default_factory=dict)
+    milestones: list[tuple[str, ProcSample]] = field(default_factory=list)
+    # VmHWM when the broker had started; VmHWM is then reset, so that ``final`` holds
+    # the peak of the workloads alone.
+    startup_peak_kb: int | None = None
+    final: ProcSample | None = None
+    exit_code: int | None = None
+    log_tail: str | None = None
+
+    def milestone(self, label: str, sample: ProcSample | None) -> None:
+        if sample is not None:
+            self.milestones.append((label, sample))
+
+    @property
+    def peak_rss_mb(self) -> float | None:
+        """Peak RSS while the workloads ran (since start if the reset was refused)."""
+        return self.final.hwm_kb / 1024 if self.final is not None else None
+
+    @property
+    def startup_peak_mb(self) -> float | None:
+        return self.startup_peak_kb / 1024 if self.startup_peak_kb is not None else None
+
+    @property
+    def peak_reached_by(self) -> str | None:
+        """The first milestone at which the high-water mark already had its final value."""
+        if self.final is None:
+            return None
+        labels = [label for label, _ in self.milestones]
+        after = labels.index("peak reset") + 1 if "peak reset" in labels else 0
+        return next((label for label, x in self.milestones[after:]
+                     if x.hwm_kb >= self.final.hwm_kb), "end of run")
+
+
+@dataclass
+class Report:
+    meta: dict[str, Any]
+    scale: Scale
+    settings: ClientSettings
+    partitions: int
+    workloads: list[Workload]
+    runs: dict[str, BrokerRun]
+    latency_planned: bool
+
+
+def ratio(kafkernel: float | None, mock: float | None) -> float | None:
+    if kafkernel is None or mock is None or mock == 0:
+        return None
+    return kafkernel / mock
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _result(report: Report, broker: str, w: Workload) -> Measurement | None:
+    run = report.runs.get(broker)
+    return run.results.get(w.key) if run is not None else None
+
+
+def _cpu_pct(m: Measurement | None) -> str:
+    r = m.median if m is not None else None
+    if r is None or r.broker_cpu_s is None or r.seconds <= 0:
+        return "n/a"
+    return f"{100 * r.broker_cpu_s / r.seconds:.0f}%"
+
+
+def header_lines(meta: dict[str, Any]) -> list[str]:
+    git = meta["git"]
+    state = []
+    if git.get("tracked_changes"):
+        state.append("tracked files modified")
+    if git.get("bench_changes"):
+        state.append("bench/ has uncommitted changes")
+    host = meta["host"]
+    return [
+        f"command:    {meta['command']}",
+        f"git commit: {git.get('commit', 'unknown')}"
+        + (f" ({'; '.join(state)})" if state else " (clean)"),
+        f"started:    {meta['started_at']}",
+        f"host:       {host['cpus']} CPUs, {host['platform']}, Python {host['python']}, "
+        f"load average {' '.join(map(str, host['load_average_at_start']))}",
+        f"clients:    confluent-kafka {host['confluent_kafka']} (librdkafka "
+        f"{host['librdkafka']}), {host['kcat']}",
+    ]
+
+
+def _latency_rows(report: Report) -> list[str]:
+    s = report.settings
+    out = ["", f"End-to-end latency at {s.latency_target_bytes_per_s / 1e6:g} MB/s "
+               f"(confluent-kafka producer and consumer, {s.latency_record_size} B records, "
+               f"acks={s.latency_acks}, linger.ms={s.latency_linger_ms}, "
+               f"{report.scale.latency_seconds:g} s after "
+               f"{report.scale.latency_warmup_seconds:g} s warm-up; ratio lower is better)"]
+    waits = s.latency_fetch_wait_ms
+    head = f"{'':<18}" + "".join(
+        f" | {'fetch.wait.max.ms=' + str(w):^30}" for w in waits)
+    sub = f"{'':<18}" + "".join(
+        f" | {'mock':>9} {'kafkernel':>10} {'ratio':>8}" for _ in waits)
+    out += [head, sub, "-" * len(sub)]
+
+    def lat(name: str, wait: int) -> LatencyResult | None:
+        run = report.runs.get(name)
+        return run.latency.get(wait) if run is not None else None
+
+    for p in ("p50", "p99", "p99.9", "max"):
+        row = f"{p + ' ms':<18}"
+        for w in waits:
+            m, k = lat("mock", w), lat("kafkernel", w)
+            mv, kv = (m.ms(p) if m else None), (k.ms(p) if k else None)
+            row += f" | {_num(mv, 2):>9} {_num(kv, 2):>10} {_ratio(ratio(kv, mv)):>8}"
+        out.append(row)
+    for label, attr, digits in (("achieved MB/s", "achieved_mb_per_s", 1),
+                                ("records measured", "measured", 0)):
+        row = f"{label:<18}"
+        for w in waits:
+            vals = [getattr(x, attr) if (x := lat(n, w)) else None for n in BROKERS]
+            row += f" | {_num(vals[0], digits):>9} {_num(vals[1], digits):>10} {'':>8}"
+        out.append(row)
+    out.append("The mock answers a fetch that finds nothing only when fetch.wait.max.ms is "
+               "over, even if records arrive meanwhile;")
+    out.append("at 500 ms its latency is that wait. 1 ms compares both brokers; 500 ms "
+               "shows whether kafkernel answers a waiting fetch on append.")
+    for n in BROKERS:
+        for w in waits:
+            x = lat(n, w)
+            if x is not None and x.error:
+                out.append(f"! latency fetch.wait.max.ms={w} on {n}: {x.error}")
+    return out
+
+
+def render(report: Report) -> str:
+    """The figures; the caller prints ``header_lines`` (command, commit) above them."""
+    s = report.settings
+    host = report.meta["host"]
+    out: list[str] = [
+        f"kafkernel:  {host.get('kafkernel', 'unknown')}",
+        f"finished:   {report.meta.get('finished_at')}, load average "
+        f"{' '.join(map(str, host.get('load_average_at_end', [])))}",
+        f"settings:   producer linger.ms={s.linger_ms} batch.size={s.batch_size} "
+        f"batch.num.messages={s.batch_num_messages} compression={s.compression_type} "
+        f"idempotence={str(s.enable_idempotence).lower()}; consumer fetch.wait.max.ms="
+        f"{s.fetch_wait_max_ms} fetch.min.bytes={s.fetch_min_bytes} "
+        f"max.partition.fetch.bytes={s.max_partition_fetch_bytes} "
+        f"fetch.queue.backoff.ms={s.fetch_queue_backoff_ms} (confluent-kafka only)",
+    ]
+    for name in BROKERS:
+        run = report.runs.get(name)
+        if run is None:
+            out.append(f"{name}: not run")
+            continue
+        if run.topic_creation:
+            out.append(f"{name} topics: {run.topic_creation}")
+        if run.error:
+            out.append(f"{name} ERROR: {run.error}")
+
+    runs = report.scale.repeats
+    out += ["", "Throughput (MB = 10^6 bytes of record values; ratio = kafkernel / mock, "
+                "higher is better; cpu = broker CPU time / wall time; "
+                + (f"median of {runs} runs)" if runs > 1 else "one run)")]
+    head = (f"{'workload':<32} {'records':>9} {'parts':>5} | {'mock rec/s':>11} {'MB/s':>7} "
+            f"{'cpu':>5} | {'kafkernel rec/s':>15} {'MB/s':>7} {'cpu':>5} | {'ratio':>6}")
+    out += [head, "-" * len(head)]
+    notes: list[str] = []
+    for w in report.workloads:
+        cells: list[str] = []
+        values: dict[str, float | None] = {}
+        for name in BROKERS:
+            r = _result(report, name, w)
+            rate = r.records_per_s if r is not None else None
+            values[name] = rate
+            mark = ""
+            if r is not None and r.problem:
+                mark = "!"
+                notes.append(f"! {w.label} on {name}: {r.problem}")
+            elif r is not None and not r.check.startswith("ok"):
+                mark = "?"
+                notes.append(f"? {w.label} on {name}: {r.check}")
+            width = 11 if name == "mock" else 15
+            cells.append(f"{_num(rate) + mark:>{width}} "
+                         f"{_num(r.mb_per_s if r else None, 1):>7} {_cpu_pct(r):>5}")
+        out.append(f"{w.label:<32} {w.records:>9,} {w.partitions:>5} | {cells[0]} | "
+                   f"{cells[1]} | {_ratio(ratio(values['kafkernel'], values['mock'])):>6}")
+    if any(w.kind == "consume" for w in report.workloads):
+        out.append("consume: one read of the whole log from offset 0; its records are spread "
+                   "over enough partitions that the mock,")
+        out.append("which keeps at most 5 MiB per partition, still holds them all.")
+    out += notes
+
+    if report.latency_planned:
+        out += _latency_rows(report)
+
+    mock, kk = report.runs.get("mock"), report.runs.get("kafkernel")
+    m_rss = mock.peak_rss_mb if mock else None
+    k_rss = kk.peak_rss_mb if kk else None
+
+    def describe(run: BrokerRun | None) -> str:
+        if run is None or run.final is None:
+            return ""
+        return (f"{_num(run.startup_peak_mb, 1):>9} MB {run.final.rss_kb / 1024:>9.1f} MB"
+                f"   {run.peak_reached_by}")
+
+    out += ["", "Broker peak RSS (VmHWM of the broker process; reset once the broker has "
+                "started, so the workload peak excludes start-up)",
+            f"{'':<10} {'workloads':>12} {'start-up':>12} {'at the end':>12}   "
+            "workload peak reached by",
+            f"{'mock':<10} {_num(m_rss, 1):>9} MB {describe(mock)}",
+            f"{'kafkernel':<10} {_num(k_rss, 1):>9} MB {describe(kk)}",
+            f"{'ratio':<10} {_ratio(ratio(k_rss, m_rss)):>12}",
+            "mock: the mock_cluster process (Python + librdkafka + the records it holds, "
+            "<= 5 MiB per partition);",
+            "kafkernel: the kafkernel serve process (log on disk; page cache not counted)."]
+    return "\n".join(out)
+
+
+def _run_json(r: RunResult) -> dict[str, Any]:
+    d = asdict(r)
+    d["records_per_s"] = r.records_per_s
+    d["mb_per_s"] = r.mb_per_s
+    d["ok"] = r.ok
+    return d
+
+
+def _measurement_json(m: Measurement | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {
+        "records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s, "ok": m.ok,
+        "problem": m.problem, "check": m.check, "spread_records_per_s": m.spread,
+        "runs": [_run_json(r) for r in m.runs],
+    }
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    throughput = []
+    for w in report.workloads:
+        row: dict[str, Any] = {
+            "workload": w.key, "label": w.label, "kind": w.kind, "client": w.client,
+            "record_size": w.record_size, "acks": w.acks, "records": w.records,
+            "partitions": w.partitions, "topic": w.topic,
+        }
+        rates: dict[str, float | None] = {}
+        for name in BROKERS:
+            r = _result(report, name, w)
+            row[name] = _measurement_json(r)
+            rates[name] = r.records_per_s if r is not None else None
+        row["ratio_kafkernel_over_mock"] = ratio(rates["kafkernel"], rates["mock"])
+        throughput.append(row)
+
+    brokers: dict[str, Any] = {}
+    latency: dict[str, Any] = {}
+    for name, run in report.runs.items():
+        brokers[name] = {
+            **run.info, "topic_creation": run.topic_creation, "error": run.error,
+            "peak_rss_mb": run.peak_rss_mb, "peak_reached_by": run.peak_reached_by,
+            "startup_peak_rss_mb": run.startup_peak_mb,
+            "final_sample": asdict(run.final) if run.final else None,
+            "milestones": [{"after": label, **asdict(x)} for label, x in run.milestones],
+            "exit_code": run.exit_code, "log_tail": run.log_tail,
+        }
+        latency[name] = {f"fetch.wait.max.ms={w}": asdict(x) for w, x in run.latency.items()}
+    ratios: dict[str, dict[str, float | None]] = {}
+    for wait in report.settings.latency_fetch_wait_ms:
+        m = report.runs["mock"].latency.get(wait) if "mock" in report.runs else None
+        k = report.runs["kafkernel"].latency.get(wait) if "kafkernel" in report.runs else None
+        ratios[f"fetch.wait.max.ms={wait}"] = {
+            p: ratio(k.ms(p) if k else None, m.ms(p) if m else None)
+            for p in ("p50", "p99", "p99.9", "max")
+        }
+    latency["ratio_kafkernel_over_mock"] = ratios
+    rss = {n: (report.runs[n].peak_rss_mb if n in report.runs else None) for n in BROKERS}
+    return {
+        **report.meta,
+        "partitions": report.partitions,
+        "scale": asdict(report.scale),
+        "client_settings": asdict(report.settings),
+        "brokers": brokers,
+        "throughput": throughput,
+        "latency": latency,
+        "peak_rss_mb": {**rss, "ratio_kafkernel_over_mock": ratio(rss["kafkernel"],
+                                                                  rss["mock"])},
+    }

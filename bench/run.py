@@ -1,0 +1,422 @@
+"""Benchmark Kafkernel against librdkafka's mock cluster, in one run, with real clients.
+
+    .venv/bin/python -m bench.run [--quick] [--partitions N]
+
+Starts the mock cluster, runs every workload, stops it; starts ``kafkernel serve`` with
+its data in a temporary directory, runs the same workloads, stops it; prints absolute
+figures and kafkernel/mock ratios, and writes them to bench/results/latest.json. See
+bench/README.md for what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from bench import clients
+from bench.brokers import REPO_ROOT, Broker, BrokerError, KafkernelBroker, MockBroker
+from bench.latency import run_latency
+from bench.report import BROKERS, BrokerRun, Report, header_lines, render, to_json
+from bench.settings import (
+    FULL,
+    QUICK,
+    RECORD_SIZES,
+    ClientSettings,
+    Scale,
+    Workload,
+    consume_topic,
+    workloads,
+)
+
+PREFLIGHT_TOPIC = "bench-preflight"
+
+
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def command_line(argv: Sequence[str]) -> str:
+    exe = Path(sys.executable)
+    try:
+        shown = str(exe.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(exe)
+    return shlex.join([shown, "-m", "bench.run", *argv])
+
+
+def _kcat_version() -> str:
+    """``kcat 1.7.1 (librdkafka 2.0.2)`` from ``kcat -V``."""
+    try:
+        done = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "kcat unavailable"
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith("Version "):
+            version = line.split()[1]
+            lib = line.split("librdkafka ", 1)[1].split()[0] if "librdkafka " in line else "?"
+            return f"kcat {version} (librdkafka {lib})"
+    return "kcat (unknown version)"
+
+
+def collect_meta(argv: Sequence[str]) -> dict[str, Any]:
+    import confluent_kafka
+
+    # kafkernel runs from the same environment and uses uvloop when it is installed.
+    loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+    try:
+        kafkernel = f"{importlib.metadata.version('kafkernel')} (event loop: {loop})"
+    except importlib.metadata.PackageNotFoundError:
+        kafkernel = f"not installed (event loop: {loop})"
+    return {
+        "command": command_line(argv),
+        "git": {
+            "commit": _git("rev-parse", "HEAD") or "unknown",
+            "tracked_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "bench_changes": bool(_git("status", "--porcelain", "--", "bench")),
+        },
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "host": {
+            "cpus": os.cpu_count(),
+            "load_average_at_start": _load(),
+            "platform": platform.platform(terse=True),
+            "python": platform.python_version(),
+            "confluent_kafka": confluent_kafka.version(),
+            "librdkafka": confluent_kafka.libversion()[0],
+            "kcat": _kcat_version(),
+            "kafkernel": kafkernel,
+        },
+    }
+
+
+def _load() -> list[float]:
+    """1, 5 and 15 minute load averages: other work on the machine skews the figures."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def preflight(bootstrap: str, partitions: int,
+              settings: ClientSettings) -> tuple[str | None, str | None]:
+    """One record through the broker, quickly: (produce problem, consume problem).
+
+    A broker without Produce would otherwise make each run wait for message.timeout.ms.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap,
+                         **settings.producer_properties("all"),
+                         "message.timeout.ms": "10000"})
+    outcome: list[str] = []
+    producer.produce(PREFLIGHT_TOPIC, b"preflight",
+                     on_delivery=lambda err, _m: outcome.append(err.name() if err else "ok"))
+    producer.flush(15.0)
+    if outcome != ["ok"]:
+        return f"Produce does not work: {outcome[0] if outcome else 'no delivery report'}", \
+            "not tried"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkernel-bench",
+                         "enable.auto.commit": False, **settings.consumer_properties()})
+    try:
+        consumer.assign([TopicPartition(PREFLIGHT_TOPIC, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            err = m.error()
+            if err is not None:
+                return None, f"Fetch does not work: {err.name()}"
+            return None, None
+        return None, "Fetch does not work: the record did not come back within 15 s"
+    finally:
+        consumer.close()
+
+
+def _measured(broker: Broker, run: Callable[[], clients.RunResult]) -> clients.RunResult:
+    before = broker.sample()
+    result = run()
+    after = broker.sample()
+    if before is not None and after is not None:
+        result.broker_cpu_s = after.cpu_s - before.cpu_s
+        result.broker_rss_kb, result.broker_hwm_kb = after.rss_kb, after.hwm_kb
+    return result
+
+
+def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: Scale,
+                 inputs: dict[int, Path]) -> clients.RunResult:
+    b = broker.bootstrap
+    value = clients.payload(w.record_size)
+    timeout = scale.run_timeout_s
+    if w.kind == "produce":
+        assert w.acks is not None
+        props = settings.producer_properties(w.acks)
+        try:
+            before: int | None = clients.log_size(b, w.topic, w.partitions)[1]
+        except (KafkaException, RuntimeError):
+            before = None
+        if w.client == "confluent":
+            result = _measured(broker, lambda: clients.produce_confluent(
+                b, w.topic, value, w.records, props, timeout))
+        else:
+            result = _measured(broker, lambda: clients.produce_kcat(
+                b, w.topic, inputs[w.record_size], w.records, w.record_size, props,
+                timeout))
+        if result.ok and before is not None:
+            result.check = clients.check_appended(b, w.topic, w.partitions, before,
+                                                  result.records)
+            if result.check.startswith("MISMATCH"):
+                result.error = result.check
+        elif result.ok:
+            result.check = "could not read watermarks before the run"
+        return result
+    props = settings.consumer_properties(client=w.client)
+    if w.client == "confluent":
+        return _measured(broker, lambda: clients.consume_confluent(
+            b, w.topic, w.partitions, w.records, props, timeout))
+    return _measured(broker, lambda: clients.consume_kcat(
+        b, w.topic, w.records, w.record_size, props, timeout))
+
+
+def measure(broker: Broker, w: Workload, settings: ClientSettings, scale: Scale,
+            inputs: dict[int, Path]) -> clients.Measurement:
+    """``scale.repeats`` runs of one workload, stopping at the first that fails."""
+    found = clients.Measurement()
+    for n in range(scale.repeats):
+        try:
+            result = run_workload(broker, w, settings, scale, inputs)
+        except (KafkaException, OSError, RuntimeError) as e:
+            result = clients.RunResult(error=f"{type(e).__name__}: {e}")
+        found.runs.append(result)
+        tag = f" [{n + 1}/{scale.repeats}]" if scale.repeats > 1 else ""
+        progress(f"[{broker.name}] {_progress_line(w, result)}{tag}")
+        if not result.ok:
+            break
+    return found
+
+
+def fill_consume_logs(broker: Broker, plan: list[Workload], settings: ClientSettings,
+                      scale: Scale) -> dict[int, str]:
+    """Write each consume topic once; returns a problem per record size, if any."""
+    problems: dict[int, str] = {}
+    logs = {(w.record_size, w.records, w.partitions) for w in plan if w.kind == "consume"}
+    for size, records, partitions in sorted(logs):
+        topic = consume_topic(size)
+        progress(f"[{broker.name}] filling {topic}: {records:,} records in {partitions} "
+                 "partitions (not timed)")
+        filled = clients.fill(broker.bootstrap, topic, clients.payload(size), records,
+                              partitions, settings.producer_properties("all"),
+                              scale.run_timeout_s)
+        if not filled.ok:
+            problems[size] = f"filling {topic} failed: {filled.error or 'timed out'}"
+            continue
+        try:
+            low, high = clients.log_size(broker.bootstrap, topic, partitions)
+        except (KafkaException, RuntimeError) as e:
+            problems[size] = f"{topic}: could not read watermarks: {e}"
+            continue
+        if (low, high) != (0, records):
+            problems[size] = (f"{topic} holds offsets {low}..{high} summed over partitions, "
+                              f"expected 0..{records} (log trimmed?)")
+    return problems
+
+
+def latency_topic(fetch_wait_ms: int) -> str:
+    return f"bench-latency-wait{fetch_wait_ms}ms"
+
+
+def _create_all_topics(broker: Broker, plan: list[Workload], partitions: int,
+                       settings: ClientSettings, with_latency: bool) -> str:
+    by_count: dict[int, set[str]] = {partitions: {PREFLIGHT_TOPIC}}
+    if with_latency:
+        by_count[partitions] |= {latency_topic(w) for w in settings.latency_fetch_wait_ms}
+    for w in plan:
+        by_count.setdefault(w.partitions, set()).add(w.topic)
+    how: set[str] = set()
+    for count, names in sorted(by_count.items()):
+        how.add(broker.create_topics(sorted(names), count))
+        clients.await_topics(broker.bootstrap, sorted(names), count)
+    return "; ".join(sorted(how))
+
+
+def _run_latency(broker: Broker, run: BrokerRun, partitions: int, settings: ClientSettings,
+                 scale: Scale) -> None:
+    for wait in settings.latency_fetch_wait_ms:
+        progress(f"[{broker.name}] latency at {settings.latency_target_bytes_per_s / 1e6:g} "
+                 f"MB/s, fetch.wait.max.ms={wait}, for "
+                 f"{scale.latency_seconds + scale.latency_warmup_seconds:g} s ...")
+        lat = run_latency(
+            broker.bootstrap, latency_topic(wait), partitions,
+            settings.producer_properties(settings.latency_acks, settings.latency_linger_ms),
+            settings.consumer_properties(wait), settings.latency_record_size,
+            settings.latency_target_bytes_per_s, scale.latency_seconds,
+            scale.latency_warmup_seconds, fetch_wait_ms=wait)
+        run.latency[wait] = lat
+        progress(f"[{broker.name}] latency p50 {lat.ms('p50')} ms, p99 {lat.ms('p99')} ms"
+                 + (f" ({lat.error})" if lat.error else ""))
+
+
+def run_broker(broker: Broker, plan: list[Workload], partitions: int,
+               settings: ClientSettings, scale: Scale, inputs: dict[int, Path],
+               with_latency: bool) -> BrokerRun:
+    run = BrokerRun(broker.name)
+    try:
+        with broker:
+            run.info = broker.describe()
+            progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid})")
+            started = broker.sample()
+            run.milestone("started", started)
+            if started is not None and broker.reset_peak():
+                run.startup_peak_kb = started.hwm_kb
+                run.milestone("peak reset", broker.sample())
+            run.topic_creation = _create_all_topics(broker, plan, partitions, settings,
+                                                    with_latency)
+            run.milestone("topics created", broker.sample())
+            produce_problem, consume_problem = preflight(broker.bootstrap, partitions,
+                                                         settings)
+            if produce_problem:
+                run.error = f"preflight: {produce_problem}; workloads skipped"
+                progress(f"[{broker.name}] {run.error}")
+                run.final = broker.sample()
+                return run
+            if consume_problem:
+                run.error = f"preflight: {consume_problem}; consume and latency skipped"
+                progress(f"[{broker.name}] {run.error}")
+            fill_problems: dict[int, str] = {}
+            if not consume_problem and any(w.kind == "consume" for w in plan):
+                fill_problems = fill_consume_logs(broker, plan, settings, scale)
+                run.milestone("consume logs written", broker.sample())
+            for w in plan:
+                if w.kind == "consume" and (consume_problem or w.record_size in fill_problems):
+                    problem = consume_problem or fill_problems[w.record_size]
+                    run.results[w.key] = clients.Measurement([clients.RunResult(error=problem)])
+                else:
+                    run.results[w.key] = measure(broker, w, settings, scale, inputs)
+                    run.milestone(w.label, broker.sample())
+            if with_latency and not consume_problem:
+                _run_latency(broker, run, partitions, settings, scale)
+                run.milestone("latency runs done", broker.sample())
+            run.final = broker.sample()
+    except (BrokerError, KafkaException, RuntimeError, OSError) as e:
+        run.error = f"{type(e).__name__}: {e}"
+        progress(f"[{broker.name}] ERROR {run.error}")
+    finally:
+        run.exit_code = broker.returncode
+        if isinstance(broker, KafkernelBroker) and (run.error or broker.returncode):
+            run.log_tail = broker.log_tail(20)
+    return run
+
+
+def _progress_line(w: Workload, r: clients.RunResult) -> str:
+    if not r.ok:
+        return f"{w.label}: {'TIMED OUT' if r.timed_out else 'ERROR'} {r.error or ''}"
+    return (f"{w.label}: {r.records:,} records in {r.seconds:.2f} s = "
+            f"{r.records_per_s or 0:,.0f} rec/s, {r.mb_per_s or 0:.1f} MB/s ({r.check})")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a tenth of the records and a 3 s latency run (harness check)")
+    parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                        help="runs per throughput workload, median reported "
+                             "(default 5, 1 with --quick)")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions per topic (default 1)")
+    parser.add_argument("--brokers", default="mock,kafkernel",
+                        help="which brokers, comma-separated (default mock,kafkernel)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings of workload keys to run, e.g. "
+                             "produce-kcat,latency (default: all)")
+    parser.add_argument("--output", type=Path,
+                        default=Path(__file__).resolve().parent / "results" / "latest.json",
+                        help="JSON result file (default bench/results/latest.json)")
+    parser.add_argument("--kafkernel-override", action="append", default=[],
+                        metavar="KEY=VALUE", help="passed to kafkernel serve as --override")
+    parser.add_argument("--keep-data", action="store_true",
+                        help="keep kafkernel's temporary data directory")
+    args = parser.parse_args(argv)
+    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    unknown = set(args.broker_list) - set(BROKERS)
+    if unknown or not args.broker_list:
+        parser.error(f"--brokers: choose from {', '.join(BROKERS)}")
+    if args.repeat is not None and args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if args.partitions < 1:
+        parser.error("--partitions must be at least 1")
+    return args
+
+
+def _raise_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)  # so every finally runs
+    meta = collect_meta(argv)
+    print("\n".join(header_lines(meta)), flush=True)
+
+    scale = QUICK if args.quick else FULL
+    if args.repeat is not None:
+        scale = dataclasses.replace(scale, repeats=args.repeat)
+    settings = ClientSettings()
+    plan = workloads(scale, args.partitions)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if only:
+        plan = [w for w in plan if any(s in w.key for s in only)]
+    with_latency = not only or any(s in "latency" for s in only)
+    runs: dict[str, BrokerRun] = {}
+    bound_s = 2 * (len(plan) + 4) * scale.run_timeout_s
+    with tempfile.TemporaryDirectory(prefix="kafkernel-bench-input-") as tmp:
+        inputs = {
+            size: clients.write_kcat_file(Path(tmp) / f"records-{size}.txt", size,
+                                          scale.records(size))
+            for size in RECORD_SIZES
+            if any(w.client == "kcat" and w.record_size == size for w in plan)
+        }
+        for name in args.broker_list:
+            broker: Broker = (MockBroker(bound_s) if name == "mock" else
+                              KafkernelBroker(args.partitions, args.kafkernel_override,
+                                              args.keep_data))
+            runs[name] = run_broker(broker, plan, args.partitions, settings, scale, inputs,
+                                    with_latency)
+            if args.keep_data and isinstance(broker, KafkernelBroker):
+                progress(f"[kafkernel] data kept in {broker.workdir}")
+    meta["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    meta["host"]["load_average_at_end"] = _load()
+    report = Report(meta, scale, settings, args.partitions, plan, runs, with_latency)
+    print()
+    print(render(report))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(to_json(report), indent=2) + "\n")
+    print(f"\nwritten: {args.output}")
+    return 0 if all(r.error is None for r in runs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""What a run measures and with which client settings; identical for both brokers.
+
+Everything here is recorded in the JSON result, so a figure can be reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Client = Literal["confluent", "kcat"]
+Kind = Literal["produce", "consume"]
+
+# librdkafka's mock keeps at most 5 MiB (and 100,000 batches) per partition and drops
+# the oldest batches beyond that; a log read from the beginning must stay below it.
+MOCK_RETAINED_BYTES = 5 * 1024 * 1024
+CONSUME_LOG_BUDGET = 4 * 1024 * 1024
+# Bytes a record adds to its value inside a v2 batch (length, attributes, deltas, key
+# length, value length, header count), rounded up; batch headers are in the margin.
+RECORD_OVERHEAD = 16
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much work: full for figures worth quoting, quick for checking the harness.
+
+    Each throughput workload runs ``repeats`` times; the median run is reported.
+    """
+
+    records_by_size: tuple[tuple[int, int], ...]
+    latency_seconds: float
+    latency_warmup_seconds: float
+    run_timeout_s: float
+    repeats: int
+
+    def records(self, record_size: int) -> int:
+        return dict(self.records_by_size)[record_size]
+
+
+FULL = Scale(records_by_size=((100, 1_000_000), (1024, 200_000)),
+             latency_seconds=10.0, latency_warmup_seconds=1.0, run_timeout_s=180.0,
+             repeats=5)
+QUICK = Scale(records_by_size=((100, 100_000), (1024, 20_000)),
+              latency_seconds=3.0, latency_warmup_seconds=0.5, run_timeout_s=60.0,
+              repeats=1)
+
+RECORD_SIZES = (100, 1024)
+ACKS = ("1", "all")
+CLIENTS: tuple[Client, ...] = ("confluent", "kcat")
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """librdkafka properties given to every client (confluent-kafka and kcat alike).
+
+    Values are librdkafka's defaults unless a comment says otherwise, written out so
+    that kcat's older librdkafka and the wheel's newer one agree and the JSON says what
+    was used. Idempotence is off (librdkafka's default) so acks=1 and acks=all differ
+    only in acks.
+    """
+
+    linger_ms: int = 5
+    batch_size: int = 1_000_000
+    batch_num_messages: int = 10_000
+    compression_type: str = "none"
+    enable_idempotence: bool = False
+    message_timeout_ms: int = 60_000
+    fetch_wait_max_ms: int = 500
+    fetch_min_bytes: int = 1
+    max_partition_fetch_bytes: int = 1_048_576
+    # Not the default (1000): librdkafka >= 2.1 stops fetching a partition for this long
+    # once its prefetch queue is full, which a Python consumer of many partitions hits
+    # on any broker; at 1000 ms a 1M-record read measured mostly that pause.
+    fetch_queue_backoff_ms: int = 10
+    # The latency run measures the broker, so the producer sends almost at once.
+    latency_linger_ms: int = 1
+    latency_acks: str = "all"
+    latency_record_size: int = 1024
+    latency_target_bytes_per_s: int = 10_000_000
+    # The latency run is made once per fetch.wait.max.ms: librdkafka's mock answers a
+    # fetch with nothing to return only when this wait is over, even if records arrive
+    # meanwhile, so at the client default (500) its latency is that wait, not its speed;
+    # at 1 ms both brokers answer at once. A broker with a fetch purgatory answers on
+    # append either way.
+    latency_fetch_wait_ms: tuple[int, ...] = (1, 500)
+
+    def producer_properties(self, acks: str, linger_ms: int | None = None) -> dict[str, str]:
+        return {
+            "acks": acks,
+            "linger.ms": str(self.linger_ms if linger_ms is None else linger_ms),
+            "batch.size": str(self.batch_size),
+            "batch.num.messages": str(self.batch_num_messages),
+            "compression.type": self.compression_type,
+            "enable.idempotence": str(self.enable_idempotence).lower(),
+            "message.timeout.ms": str(self.message_timeout_ms),
+        }
+
+    def consumer_properties(self, fetch_wait_max_ms: int | None = None, *,
+                            client: Client = "confluent") -> dict[str, str]:
+        wait = self.fetch_wait_max_ms if fetch_wait_max_ms is None else fetch_wait_max_ms
+        found = {
+            "fetch.wait.max.ms": str(wait),
+            "fetch.min.bytes": str(self.fetch_min_bytes),
+            "max.partition.fetch.bytes": str(self.max_partition_fetch_bytes),
+        }
+        if client == "confluent":  # kcat's librdkafka 2.0 predates the property
+            found["fetch.queue.backoff.ms"] = str(self.fetch_queue_backoff_ms)
+        return found
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One throughput measurement, run the same way against each broker.
+
+    A consume workload reads one log from the beginning, ``records`` records spread
+    evenly over ``partitions`` partitions: as many as it takes to keep each partition
+    under the mock's 5 MiB, so that the mock still holds every record (see
+    ``consume_partitions``).
+    """
+
+    kind: Kind
+    client: Client
+    record_size: int
+    records: int
+    acks: str | None = None
+    partitions: int = 1
+
+    @property
+    def topic(self) -> str:
+        if self.kind == "consume":
+            return consume_topic(self.record_size)
+        return f"bench-produce-{self.client}-{self.record_size}b-acks{self.acks}"
+
+    @property
+    def label(self) -> str:
+        size = "1 KB" if self.record_size == 1024 else f"{self.record_size} B"
+        acks = f" acks={self.acks}" if self.acks else ""
+        return f"{self.kind} {self.client} {size}{acks}"
+
+    @property
+    def key(self) -> str:
+        acks = f"-acks{self.acks}" if self.acks else ""
+        return f"{self.kind}-{self.client}-{self.record_size}b{acks}"
+
+
+def consume_topic(record_size: int) -> str:
+    return f"bench-consume-{record_size}b"
+
+
+def consume_partitions(records: int, record_size: int, at_least: int) -> int:
+    """Partitions for a log of ``records`` that the mock keeps whole (<= 4 MiB each)."""
+    per_partition = CONSUME_LOG_BUDGET // (record_size + RECORD_OVERHEAD)
+    return max(at_least, math.ceil(records / per_partition))
+
+
+def workloads(scale: Scale, partitions: int) -> list[Workload]:
+    found: list[Workload] = []
+    for client in CLIENTS:
+        for size in RECORD_SIZES:
+            for acks in ACKS:
+                found.append(Workload("produce", client, size, scale.records(size), acks,
+                                      partitions))
+    for client in CLIENTS:
+        for size in RECORD_SIZES:
+            n = scale.records(size)
+            found.append(Workload("consume", client, size, n,
+                                  partitions=consume_partitions(n, size, partitions)))
+    return found
