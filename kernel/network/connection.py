@@ -11,6 +11,7 @@ requests on one connection are appended in order with no extra machinery.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import time
 from collections import deque
@@ -71,6 +72,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; same interface.
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Responses are written whole; waiting for delayed ACKs (Nagle) would add
+            # tens of milliseconds to every small response.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.session = Session(peer_s, self._listener_name, self._security_protocol)
