@@ -4,6 +4,8 @@ must not share counters) and the /metrics HTTP endpoint."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -16,6 +18,7 @@ from prometheus_client import (
     Histogram,
     start_http_server,
 )
+from prometheus_client.core import GaugeMetricFamily
 
 import kernel
 
@@ -30,6 +33,57 @@ def api_name(api_key: int) -> str:
         return api_key_map[api_key]
     except KeyError:
         raise UnknownAPIKey(api_key) from None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSample:
+    topic: str
+    partition: int
+    size: int
+    segments: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateSample:
+    partitions: list[PartitionSample]
+    purgatory_delayed: dict[str, int]
+
+
+class _StateCollector:
+    def __init__(self, sample: Callable[[], StateSample]) -> None:
+        self._sample = sample
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        state = self._sample()
+        labels = ["topic", "partition"]
+        families = {
+            "size": GaugeMetricFamily("kafkernel_log_size_bytes", "Bytes in a partition's "
+                                      "segments.", labels=labels),
+            "segments": GaugeMetricFamily("kafkernel_log_segments", "Segments of a partition.",
+                                          labels=labels),
+            "log_start_offset": GaugeMetricFamily("kafkernel_log_start_offset",
+                                                  "Log start offset.", labels=labels),
+            "log_end_offset": GaugeMetricFamily("kafkernel_log_end_offset",
+                                                "Log end offset.", labels=labels),
+            "high_watermark": GaugeMetricFamily("kafkernel_high_watermark",
+                                                "High watermark.", labels=labels),
+        }
+        for p in state.partitions:
+            values = [p.topic, str(p.partition)]
+            for field_name, family in families.items():
+                family.add_metric(values, getattr(p, field_name))
+        yield from families.values()
+        purgatory = GaugeMetricFamily("kafkernel_purgatory_delayed_operations",
+                                      "Operations waiting in a purgatory.", labels=["purgatory"])
+        for name, size in state.purgatory_delayed.items():
+            purgatory.add_metric([name], size)
+        yield purgatory
 
 
 class BrokerMetrics:
@@ -121,6 +175,11 @@ class BrokerMetrics:
 
     def error(self, code: Any) -> None:
         self.errors.labels(getattr(code, "name", str(code))).inc()
+
+    def watch_state(self, sample: Callable[[], StateSample]) -> None:
+        """Gauges read from the broker's state at scrape time (log size and segments
+        per partition, purgatory sizes) instead of being updated on the hot path."""
+        self.registry.register(_StateCollector(sample))
 
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics endpoint in a daemon thread; returns the bound port."""

@@ -24,7 +24,7 @@ from kernel.config import (
 )
 from kernel.log.manager import LogManager
 from kernel.logging import make_logger
-from kernel.metrics import BrokerMetrics
+from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.listener import Endpoint, Listener, parse_endpoints
 from kernel.plugins import PluginFacade
@@ -66,6 +66,7 @@ class Broker:
         ]
         self._metadata: MetadataBackend | None = None
         self._static_config = cfg
+        self.metrics.watch_state(self._state_sample)
         self.registration: BrokerRegistration | None = None
         # Delayed operations (long-poll fetches, acks=all produces, group joins) share
         # one timing wheel per broker.
@@ -76,6 +77,7 @@ class Broker:
             cfg.log_dirs, cfg, logger=self.log.bind(component="log"),
             high_watermark=self._high_watermark_of,
             on_segment_rolled=self.plugins.segment_rolled,
+            on_flush=self.metrics.flush_latency.observe,
         )
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
@@ -186,6 +188,21 @@ class Broker:
         self._started = False
         self._stopped.set()
         self.log.info("broker stopped")
+
+    def _state_sample(self) -> StateSample:
+        """Runs in the metrics HTTP thread: copies before iterating, reads plain ints."""
+        partitions = []
+        for p in list(self.replicas.partitions.values()):
+            log = p.log
+            segments = log.segments
+            partitions.append(PartitionSample(
+                p.topic, p.partition, sum(s.size for s in segments), len(segments),
+                log.log_start_offset, log.log_end_offset, p.high_watermark,
+            ))
+        return StateSample(partitions, {
+            "Produce": self.produce_purgatory.num_delayed,
+            "Fetch": self.fetch_purgatory.num_delayed,
+        })
 
     def _high_watermark_of(self, log: Any) -> int | None:
         partition = self.replicas.get_partition(log.topic, log.partition)

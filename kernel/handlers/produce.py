@@ -103,8 +103,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 f"{failed[0].error.name}; closing so the client refreshes metadata"
             )
         return None
-    if acks == -1 and any(not _replicated(r) for r in results):
-        return _wait_for_replication(ctx, request, results)
+    # flush.messages reached (e.g. 1: fsync every message): as Kafka, the append is
+    # acknowledged only once it is on disk; the fsync runs off the event loop.
+    must_flush = [r.partition for r in results if r.partition is not None
+                  and r.partition.log.unflushed_messages >= r.partition.log.config.flush_messages]
+    if must_flush or (acks == -1 and any(not _replicated(r) for r in results)):
+        return _wait_for_durability(ctx, request, results, must_flush)
     return _response(ctx, results)
 
 
@@ -142,8 +146,13 @@ class DelayedProduce(DelayedOperation):
         pass
 
 
-async def _wait_for_replication(ctx: RequestContext, request: Any,
-                                results: list[PartitionResult]) -> Any:
+async def _wait_for_durability(ctx: RequestContext, request: Any,
+                               results: list[PartitionResult],
+                               must_flush: list[Partition]) -> Any:
+    for partition in must_flush:
+        await ctx.broker.logs.flush_log(partition.log)
+    if request.acks != -1 or all(_replicated(r) for r in results):
+        return _response(ctx, results)
     timeout_ms = int(request.timeout.total_seconds() * 1000)
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     op = DelayedProduce(timeout_ms, results, done)

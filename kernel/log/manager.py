@@ -76,6 +76,7 @@ class LogManager:
         deletes at or above it (default: the log end offset).
     :param on_segment_rolled: ``(topic, partition, new base offset)`` observer.
     :param on_log_appended: ``(topic, partition, first offset, last offset)`` observer.
+    :param on_flush: seconds one background fsync took (the flush latency metric).
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class LogManager:
         high_watermark: Callable[[Log], int | None] | None = None,
         on_segment_rolled: SegmentRolledCallback | None = None,
         on_log_appended: AppendedCallback | None = None,
+        on_flush: Callable[[float], None] | None = None,
         logger: Any = None,
         time_ms: Callable[[], int] = _wall_ms,
     ) -> None:
@@ -100,6 +102,7 @@ class LogManager:
         self._high_watermark = high_watermark
         self._on_segment_rolled = on_segment_rolled
         self._on_log_appended = on_log_appended
+        self._on_flush = on_flush
         self._log = logger if logger is not None else structlog.get_logger("kafkernel.log")
         self._time_ms = time_ms
         self._logs: dict[TopicPartition, Log] = {}
@@ -389,7 +392,10 @@ class LogManager:
             return
         up_to = log.log_end_offset if up_to_offset is None else up_to_offset
         if up_to > log.recovery_point and not log.closed:
+            started = time.perf_counter()
             await self._in_thread(log.flush, up_to)
+            if self._on_flush is not None:
+                self._on_flush(time.perf_counter() - started)
 
     async def start(self) -> None:
         """Load the logs (in a worker thread) and start the periodic tasks on the

@@ -37,6 +37,9 @@ def test_metrics_endpoint_shows_request_and_topic_metrics(broker_factory) -> Non
     assert 'kafkernel_active_connections{listener="PLAINTEXT"}' in text
     assert 'kafkernel_build_info{broker_id="1",version="0.1.0"} 1.0' in text
     assert 'kafkernel_topic_messages_in_total{topic="metered"} 10.0' in text
+    assert 'kafkernel_log_end_offset{partition="0",topic="metered"} 10.0' in text
+    assert 'kafkernel_log_segments{partition="0",topic="metered"} 1.0' in text
+    assert 'kafkernel_purgatory_delayed_operations{purgatory="Fetch"}' in text
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
 
