@@ -33,7 +33,9 @@ def served(data: Path, port: int, *overrides: str) -> Iterator[subprocess.Popen[
         listeners = "PLAINTEXT://127.0.0.1:{port}"
         log.dirs = "{data}"
         [plugins]
-        enabled = ["metadata_kraft"]
+        enabled = ["metadata_kraft", "coordinator"]
+        [plugins.coordinator]
+        "offsets.topic.num.partitions" = 1
     """))
     args = [sys.executable, "-m", "kernel", "serve", "--config", str(config)]
     for o in overrides:
