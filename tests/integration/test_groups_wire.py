@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,13 +25,14 @@ from kio.schema.join_group.v9 import request as join_v9
 from kio.schema.leave_group.v0.request import LeaveGroupRequest as LeaveV0
 from kio.schema.leave_group.v5 import request as leave_v5
 from kio.schema.list_groups.v4.request import ListGroupsRequest as ListV4
+from kio.schema.offset_commit.v2 import request as commit_v2
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.offset_commit.v9 import request as commit_v9
 from kio.schema.offset_delete.v0 import request as offset_delete_v0
 from kio.schema.offset_fetch.v1 import request as fetch_v1
 from kio.schema.offset_fetch.v9 import request as fetch_v9
 from kio.schema.sync_group.v5 import request as sync_v5
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from kernel.hookspecs import hookimpl
 from kernel.routing import Session
@@ -310,3 +312,36 @@ def test_offset_fetch_v1_reports_each_partition(broker: EmbeddedBroker) -> None:
         (TOPIC, 0): (-1, ErrorCode.none), (TOPIC, 1): (11, ErrorCode.none),
         ("w-secret", 0): (-1, ErrorCode.topic_authorization_failed),
     }
+
+
+def test_expired_offsets_and_their_empty_group_go_for_good(
+    broker_factory: Callable[..., EmbeddedBroker],
+) -> None:
+    b = broker_factory(plugin_settings={"coordinator": {
+        **GROUP_SETTINGS, "offsets.retention.check.interval.ms": 50}})
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(10)
+    # OffsetCommit v2-v4 carry a per-commit retention: 100 ms here, the default elsewhere.
+    response = call(b, commit_v2.OffsetCommitRequest(
+        group_id="w-brief", generation_id_or_member_epoch=-1, member_id="",
+        retention_time=i64Timedelta.parse(datetime.timedelta(milliseconds=100)),
+        topics=(commit_v2.OffsetCommitRequestTopic(name=TOPIC, partitions=(
+            commit_v2.OffsetCommitRequestPartition(partition_index=0, committed_offset=4,
+                                                   committed_metadata=""),)),),
+    ))
+    assert response.topics[0].partitions[0].error_code == ErrorCode.none
+    assert set(commit_errors(commit(b, "w-lasting", "", -1, {(TOPIC, 0): 9}))) == {(TOPIC, 0)}
+    assert committed(b, "w-brief") == {(TOPIC, 0): 4}
+
+    deadline = time.monotonic() + 5
+    while committed(b, "w-brief") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert committed(b, "w-brief") == {}
+    assert [g.group_id for g in call(b, ListV4(states_filter=())).groups] == ["w-lasting"]
+    # Tombstones, not just memory: the group stays gone after a restart.
+    b.restart()
+    assert committed(b, "w-lasting") == {(TOPIC, 0): 9}
+    assert committed(b, "w-brief") == {}
+    assert [g.group_id for g in call(b, ListV4(states_filter=())).groups] == ["w-lasting"]
