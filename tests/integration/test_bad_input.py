@@ -133,3 +133,11 @@ def test_pipelined_requests_are_answered_in_order(broker: EmbeddedBroker) -> Non
             frame = recv_frame(sock)
             assert frame is not None
             assert struct.unpack_from(">i", frame)[0] == i
+
+
+def test_idle_connections_are_closed(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory({"connections.max.idle.ms": 300})
+    with connect(b.bootstrap) as sock:
+        sock.sendall(encode_request(ApiVersionsV0()))
+        assert recv_frame(sock) is not None
+        assert _closed_by_broker(sock)  # nothing more sent: closed after ~300 ms idle
