@@ -13,6 +13,7 @@ group at top level), OffsetCommit/OffsetFetch v10 (topic ids instead of names).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, TypeVar, cast
@@ -26,19 +27,32 @@ def to_version(entity: object, target: type[E]) -> E:
     """Build ``target`` from the same-named fields of ``entity``, recursing into nested
     entities. A None where ``target`` does not allow null becomes "" or b"" (what Kafka
     sends to versions whose field is not nullable, e.g. JoinGroup protocol_name < v7)."""
+    if type(entity) is target:
+        return entity  # frozen: nothing to copy
+    kwargs: dict[str, Any] = {}
+    for name, hint, required in _fields(target):
+        if not hasattr(entity, name):
+            if required:
+                raise TypeError(
+                    f"{type(entity).__name__} has no {name!r}, which {target.__name__} needs"
+                )
+            continue
+        kwargs[name] = _convert(getattr(entity, name), hint)
+    return cast(E, target(**kwargs))
+
+
+@functools.cache
+def _fields(target: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, type hint, required) of each field; resolving hints is the costly part, and
+    kio's classes are fixed, so it is done once per class."""
     if not dataclasses.is_dataclass(target):
         raise TypeError(f"{target!r} is not a kio entity class")
     hints = typing.get_type_hints(target)
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(target):
-        if not hasattr(entity, f.name):
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise TypeError(
-                    f"{type(entity).__name__} has no {f.name!r}, which {target.__name__} needs"
-                )
-            continue
-        kwargs[f.name] = _convert(getattr(entity, f.name), hints[f.name])
-    return cast(E, target(**kwargs))
+    return tuple(
+        (f.name, hints[f.name],
+         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(target)
+    )
 
 
 def _convert(value: object, hint: Any) -> object:
