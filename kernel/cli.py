@@ -45,6 +45,11 @@ async def _serve(config: str | None, overrides: list[str]) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # kio builds hypothesis strategies for its types whenever hypothesis is importable
+    # (it is, where the test extra is installed): ~1.3 s and ~200 MB at startup that a
+    # server never uses. Only the server binary opts out; tests keep hypothesis.
+    if "kio" not in sys.modules:
+        sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     _run(lambda: _serve(args.config, args.override))
     return 0
 
