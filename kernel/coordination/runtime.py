@@ -60,6 +60,9 @@ __all__ = [
 DEFAULT_COMMIT_TIMEOUT_MS = 5_000
 # Bytes read per step while loading; the loop yields between steps.
 LOAD_CHUNK_BYTES = 1 << 20
+# A load waits this long for the replica manager to make the partition's replica leader
+# in the same epoch as the image that scheduled the load.
+LEADERSHIP_WAIT_MS = 5_000
 
 
 class CoordinatorError(KafkaError):
@@ -475,10 +478,7 @@ class CoordinatorRuntime(Generic[S]):
     async def _load(self, ctx: _CoordinatorPartition[S]) -> None:
         started = time.monotonic()
         try:
-            # A task: every listener of this image change (the replica manager first)
-            # has run before the partition is looked at.
-            await asyncio.sleep(0)
-            partition = self._leader_partition(ctx)
+            partition = await self._wait_for_leadership(ctx)
             shard = self._factory(ctx.index)
             end_offset, replayed = await self._replay(ctx, partition, shard)
         except asyncio.CancelledError:
@@ -499,6 +499,22 @@ class CoordinatorRuntime(Generic[S]):
         self._apply(ctx, shard.on_loaded(), None)
         if self.on_loaded is not None:
             self.on_loaded(ctx.index, shard)
+
+    async def _wait_for_leadership(self, ctx: _CoordinatorPartition[S]) -> Partition:
+        """Loads run as tasks, so every listener of the image change that scheduled one
+        (the replica manager's too) has run; still, do not trust ordering between
+        listeners: wait until the local replica leads in the image's epoch."""
+        deadline = time.monotonic() + LEADERSHIP_WAIT_MS / 1000
+        while True:
+            partition = self._broker.replicas.get_partition(self.topic, ctx.index)
+            if (partition is not None and partition.is_leader
+                    and partition.leader_epoch == ctx.leader_epoch):
+                return partition
+            if time.monotonic() >= deadline:
+                raise KafkaError(ErrorCode.not_leader_or_follower,
+                                 f"the replica of {self.topic}-{ctx.index} did not become "
+                                 f"leader in epoch {ctx.leader_epoch}")
+            await asyncio.sleep(0.01)
 
     async def _replay(self, ctx: _CoordinatorPartition[S], partition: Partition,
                       shard: S) -> tuple[int, int]:
