@@ -11,7 +11,10 @@ parked), completions of requests parked earlier, and keyed timers. The runtime
   semantics: the partition's min.insync.replicas must hold),
 * delivers the response and the completions only once the high watermark has passed
   everything the shard wrote so far, even for results without records: a response must
-  never reveal state that a leader change could still lose,
+  never reveal state that a leader change could still lose. Waiting is a delayed
+  operation in the broker's Produce purgatory, watched on the partition, as Kafka's
+  coordinators waited through ``appendRecords(acks=-1)``: the replica manager's
+  high-watermark wake-ups complete it, and its timeout is the commit timeout,
 * arms and cancels the shard's timers on the broker's timer and feeds expiries back as
   ``on_timer(key)`` operations, never inline,
 * loads a shard when this broker becomes leader of a partition (replaying the log from
@@ -33,7 +36,6 @@ import enum
 import itertools
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -42,7 +44,7 @@ from kio.schema.errors import ErrorCode
 from kernel.cluster import ClusterImage
 from kernel.log.records import SimpleRecord, build_batch, iter_batches, iter_records
 from kernel.protocol.errors import KafkaError
-from kernel.purgatory import TimerTask
+from kernel.purgatory import DelayedOperation, TimerTask
 
 if TYPE_CHECKING:
     from kernel.replica.partition import Partition
@@ -154,22 +156,38 @@ class _Callback(TimerTask):
         self._loop.call_soon(self._callback)
 
 
-class _Deferred:
-    """Responses held back until the high watermark reaches ``offset``."""
+class _DelayedCommit(DelayedOperation):
+    """Responses held back until the partition's high watermark reaches ``offset``."""
 
-    __slots__ = ("deliveries", "offset", "timeout")
+    __slots__ = ("ctx", "deliveries", "offset", "partition", "runtime")
 
-    def __init__(self, offset: int, deliveries: list[tuple[Hashable, Any]]) -> None:
+    def __init__(self, runtime: CoordinatorRuntime[Any], ctx: _CoordinatorPartition[Any],
+                 partition: Partition, offset: int,
+                 deliveries: list[tuple[Hashable, Any]], timeout_ms: int) -> None:
+        super().__init__(timeout_ms)
+        self.runtime = runtime
+        self.ctx = ctx
+        self.partition = partition
         self.offset = offset
         self.deliveries = deliveries
-        self.timeout: TimerTask | None = None
+
+    def try_complete(self) -> bool:
+        if self.ctx.closed or self.partition.high_watermark >= self.offset:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.runtime._commit_wait_over(self)
+
+    def on_expiration(self) -> None:
+        pass
 
 
 class _CoordinatorPartition(Generic[S]):
     """One partition this broker leads (or is loading): its shard and what waits on it."""
 
     __slots__ = (
-        "closed", "deferred", "index", "leader_epoch", "load_task", "shard", "state",
+        "closed", "commit_waits", "index", "leader_epoch", "load_task", "shard", "state",
         "timers", "topic_id", "waiting", "written_offset",
     )
 
@@ -181,7 +199,8 @@ class _CoordinatorPartition(Generic[S]):
         self.shard: S | None = None
         # End (exclusive) of everything replayed or appended: what responses wait for.
         self.written_offset = 0
-        self.deferred: deque[_Deferred] = deque()
+        # Delayed operations in the Produce purgatory, in offset order.
+        self.commit_waits: dict[int, _DelayedCommit] = {}
         # Reply handle -> the future its caller awaits (responded, deferred or parked).
         self.waiting: dict[Hashable, asyncio.Future[Any]] = {}
         self.timers: dict[Hashable, TimerTask] = {}
@@ -194,9 +213,8 @@ class _CoordinatorPartition(Generic[S]):
 
 class CoordinatorRuntime(Generic[S]):
     """Shards of ``topic``'s partitions led by this broker, built by ``shard_factory``
-    (called with the partition index). Call :meth:`start` once the topic may exist,
-    :meth:`on_high_watermark_changed` from the ``kafkernel_high_watermark_changed``
-    hook, and :meth:`stop` at shutdown."""
+    (called with the partition index). Call :meth:`start` once the topic may exist and
+    :meth:`stop` at shutdown."""
 
     def __init__(
         self,
@@ -324,8 +342,8 @@ class CoordinatorRuntime(Generic[S]):
         now_ms = time.time_ns() // 1_000_000
         batch = build_batch((SimpleRecord(value=v, key=k) for k, v in records),
                             base_timestamp=now_ms)
-        # The high watermark may move inside this call (ISR of one): the observer then
-        # delivers earlier deferred responses before this one is considered.
+        # The high watermark may move inside this call (ISR of one): the purgatory then
+        # completes earlier waits before this result is considered.
         info = partition.append_records_to_leader(
             batch, -1, partition.log.config.min_insync_replicas, now_ms
         )
@@ -362,38 +380,38 @@ class CoordinatorRuntime(Generic[S]):
     def _deliver_when_committed(self, ctx: _CoordinatorPartition[S],
                                 deliveries: list[tuple[Hashable, Any]]) -> None:
         partition = self._broker.replicas.get_partition(self.topic, ctx.index)
-        high_watermark = partition.high_watermark if partition is not None else -1
-        if high_watermark >= ctx.written_offset:
-            self._complete_deferred(ctx, high_watermark)
+        if partition is None:
+            error = CoordinatorError(ErrorCode.not_coordinator,
+                                     f"{self.topic}-{ctx.index} is not hosted here")
+            for handle, _ in deliveries:
+                self._fail(ctx, handle, error)
+            return
+        if partition.high_watermark >= ctx.written_offset:
             self._deliver(ctx, deliveries)
             return
-        deferred = _Deferred(ctx.written_offset, deliveries)
-        assert self._loop is not None
-        task = _Callback(self._commit_timeout_ms, self._loop,
-                         lambda: self._expire(ctx, deferred))
-        deferred.timeout = task
-        self._broker.timer.add(task)
-        ctx.deferred.append(deferred)
+        # Earlier waits have lower offsets and were watched first: the purgatory completes
+        # them first, so responses keep the order of their operations.
+        wait = _DelayedCommit(self, ctx, partition, ctx.written_offset, deliveries,
+                              self._commit_timeout_ms)
+        if not self._broker.produce_purgatory.try_complete_else_watch(wait, [partition.key]):
+            ctx.commit_waits[id(wait)] = wait
 
-    def _complete_deferred(self, ctx: _CoordinatorPartition[S], high_watermark: int) -> None:
-        queue = ctx.deferred
-        while queue and queue[0].offset <= high_watermark:
-            deferred = queue.popleft()
-            if deferred.timeout is not None:
-                deferred.timeout.cancel()
-            self._deliver(ctx, deferred.deliveries)
-
-    def _expire(self, ctx: _CoordinatorPartition[S], deferred: _Deferred) -> None:
-        try:
-            ctx.deferred.remove(deferred)
-        except ValueError:
-            return  # delivered meanwhile
-        error = CoordinatorError(
-            ErrorCode.request_timed_out,
-            f"records up to offset {deferred.offset - 1} of {self.topic}-{ctx.index} were "
-            f"not committed within {self._commit_timeout_ms} ms",
-        )
-        for handle, _ in deferred.deliveries:
+    def _commit_wait_over(self, wait: _DelayedCommit) -> None:
+        ctx = wait.ctx
+        ctx.commit_waits.pop(id(wait), None)
+        if ctx.closed:
+            error = CoordinatorError(ErrorCode.not_coordinator,
+                                     f"{self.topic}-{ctx.index} was unloaded")
+        elif wait.partition.high_watermark >= wait.offset:
+            self._deliver(ctx, wait.deliveries)
+            return
+        else:
+            error = CoordinatorError(
+                ErrorCode.request_timed_out,
+                f"records up to offset {wait.offset - 1} of {self.topic}-{ctx.index} were "
+                f"not committed within {self._commit_timeout_ms} ms",
+            )
+        for handle, _ in wait.deliveries:
             self._fail(ctx, handle, error)
 
     @staticmethod
@@ -408,14 +426,6 @@ class CoordinatorRuntime(Generic[S]):
         future = ctx.waiting.pop(handle, None)
         if future is not None and not future.done():
             future.set_exception(error)
-
-    def on_high_watermark_changed(self, topic: str, partition: int, high_watermark: int) -> None:
-        """Forward the ``kafkernel_high_watermark_changed`` hook here."""
-        if topic != self.topic:
-            return
-        ctx = self._partitions.get(partition)
-        if ctx is not None and ctx.deferred:
-            self._complete_deferred(ctx, high_watermark)
 
     # -- timers ------------------------------------------------------------------------
 
@@ -565,10 +575,8 @@ class CoordinatorRuntime(Generic[S]):
             else:
                 # Errors for parked requests: nothing durable to wait for.
                 self._deliver(ctx, [(c.reply_to, c.response) for c in result.completions])
-        while ctx.deferred:
-            deferred = ctx.deferred.popleft()
-            if deferred.timeout is not None:
-                deferred.timeout.cancel()
+        for wait in list(ctx.commit_waits.values()):
+            wait.force_complete()
         for handle in list(ctx.waiting):
             self._fail(ctx, handle, not_coordinator)
         ctx.shard = None

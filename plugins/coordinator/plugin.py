@@ -59,9 +59,3 @@ class CoordinatorPlugin:
     @hookimpl
     def kafkernel_shutdown(self, broker: Broker) -> Awaitable[None] | None:
         return self._service.stop() if self._service is not None else None
-
-    @hookimpl
-    def kafkernel_high_watermark_changed(self, topic: str, partition: int,
-                                         high_watermark: int) -> None:
-        if self._service is not None:
-            self._service.runtime.on_high_watermark_changed(topic, partition, high_watermark)

@@ -17,7 +17,6 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import BrokerRegistration, NewTopic
 from kernel.coordination import CoordinatorError, CoordinatorRuntime
-from kernel.hookspecs import hookimpl
 from kernel.testing.embedded import EmbeddedBroker
 
 TOPIC = "__toy_state"
@@ -90,18 +89,6 @@ class KeyValueShard:
         return Result(response="disarmed", timers=(Cancel(key),))
 
 
-class HighWatermarkForwarder:
-    """What a coordinator plugin does with the observer hook."""
-
-    def __init__(self, runtime: CoordinatorRuntime[KeyValueShard]) -> None:
-        self.runtime = runtime
-
-    @hookimpl
-    def kafkernel_high_watermark_changed(self, topic: str, partition: int,
-                                         high_watermark: int) -> None:
-        self.runtime.on_high_watermark_changed(topic, partition, high_watermark)
-
-
 class Toy:
     """A runtime over TOPIC on an embedded broker, driven from the test thread."""
 
@@ -122,7 +109,6 @@ class Toy:
             )])
         runtime = CoordinatorRuntime(kernel, TOPIC, KeyValueShard,
                                      commit_timeout_ms=self.commit_timeout_ms)
-        kernel.plugins.pm.register(HighWatermarkForwarder(runtime))
         runtime.start()
         return runtime
 
