@@ -236,9 +236,6 @@ class CoordinatorRuntime(Generic[S]):
         self._handles = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
-        self.on_loaded: Callable[[int, S], None] | None = None
-        """Called after a shard finished loading (metrics, logs)."""
-        self.on_unloaded: Callable[[int], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -507,8 +504,6 @@ class CoordinatorRuntime(Generic[S]):
                         records=replayed, end_offset=end_offset,
                         ms=round((time.monotonic() - started) * 1000, 1))
         self._apply(ctx, shard.on_loaded(), None)
-        if self.on_loaded is not None:
-            self.on_loaded(ctx.index, shard)
 
     async def _wait_for_leadership(self, ctx: _CoordinatorPartition[S]) -> Partition:
         """Loads run as tasks, so every listener of the image change that scheduled one
@@ -580,6 +575,4 @@ class CoordinatorRuntime(Generic[S]):
         for handle in list(ctx.waiting):
             self._fail(ctx, handle, not_coordinator)
         ctx.shard = None
-        if self.on_unloaded is not None:
-            self.on_unloaded(ctx.index)
         self._log.debug("coordinator partition unloaded", partition=ctx.index, reason=reason)
