@@ -3,8 +3,9 @@
 Start: plugins loaded and their tables validated -> routes registered (ApiVersions is
 generated from them) -> listeners bound (not yet serving, so port 0 resolves to the
 real port before registration) -> metadata backend started (replay, registration) ->
-plugins' startup -> listeners serve. Stop is the reverse: stop accepting, let in-flight
-requests finish, plugins' shutdown, metadata backend stop.
+plugins' startup -> listeners serve. Stop is the reverse: stop accepting, plugins'
+shutdown (they answer what they parked), let in-flight requests finish, logs closed
+cleanly, metadata backend stop.
 """
 
 from __future__ import annotations
@@ -174,10 +175,12 @@ class Broker:
     async def stop(self) -> None:
         for listener in self.listeners:
             await listener.stop_accepting()
-        for listener in self.listeners:
-            await listener.close_connections(SHUTDOWN_GRACE_S)
+        # Plugins first: they answer the requests they parked (e.g. a JoinGroup gets
+        # NOT_COORDINATOR) while the connections can still carry the answer.
         if self._started:
             await self.plugins.shutdown(self)
+        for listener in self.listeners:
+            await listener.close_connections(SHUTDOWN_GRACE_S)
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.timer.shutdown()
