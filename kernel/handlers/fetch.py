@@ -21,6 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.handlers.partition_requests import TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedOperation
@@ -62,15 +63,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _top_level_error(ctx, ErrorCode.fetch_session_id_not_found)
     replica_id = _replica_id(request)
     image = broker.metadata.image
-    authorize = broker.plugins.authorize
+    access = TopicAccess(ctx, "READ")
     states: list[FetchPartitionState] = []
-    authorized: dict[str, bool] = {}
     for topic in request.topics:
-        name = getattr(topic, "topic", None)
+        name = access.name(topic, "topic")
         topic_id = getattr(topic, "topic_id", None)
-        if name is None:
-            found = image.topics_by_id.get(topic_id) if topic_id is not None else None
-            name = found.name if found is not None else None
         for p in topic.partitions:
             state = FetchPartitionState(
                 name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
@@ -80,13 +77,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 state.error = ErrorCode.unknown_topic_id
                 continue
-            if replica_id < 0:
-                allowed = authorized.get(name)
-                if allowed is None:
-                    allowed = authorized[name] = authorize(ctx.session, "READ", "TOPIC", name)
-                if not allowed:
-                    state.error = ErrorCode.topic_authorization_failed
-                    continue
+            if replica_id < 0 and not access.allowed(name):
+                state.error = ErrorCode.topic_authorization_failed
+                continue
             try:
                 state.partition = broker.replicas.leader_partition(name, p.partition, image)
                 state.partition.check_leader_epoch(state.current_leader_epoch)

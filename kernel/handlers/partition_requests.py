@@ -44,3 +44,29 @@ def answer_partitions(
             results.append(fields)
         out.append((name, results))
     return out
+
+
+class TopicAccess:
+    """Per-request topic lookups for Produce and Fetch: a topic entry's name (given,
+    or resolved from its topic id), and authorization asked once per topic."""
+
+    def __init__(self, ctx: RequestContext, operation: str) -> None:
+        self._ctx = ctx
+        self._operation = operation
+        self._image = ctx.broker.metadata.image
+        self._allowed: dict[str, bool] = {}
+
+    def name(self, topic_entry: Any, name_attr: str) -> str | None:
+        name = getattr(topic_entry, name_attr, None)
+        if name is None:
+            topic_id = getattr(topic_entry, "topic_id", None)
+            found = self._image.topics_by_id.get(topic_id) if topic_id is not None else None
+            name = found.name if found is not None else None
+        return name
+
+    def allowed(self, name: str) -> bool:
+        allowed = self._allowed.get(name)
+        if allowed is None:
+            allowed = self._allowed[name] = self._ctx.broker.plugins.authorize(
+                self._ctx.session, self._operation, "TOPIC", name)
+        return allowed

@@ -17,6 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.handlers.partition_requests import TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
@@ -52,16 +53,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     image = broker.metadata.image
     replicas = broker.replicas
-    authorize = broker.plugins.authorize
+    access = TopicAccess(ctx, "WRITE")
     now_ms = int(time.time() * 1000)
     results: list[PartitionResult] = []
-    authorized: dict[str, bool] = {}
     for topic_data in request.topic_data:
-        name = getattr(topic_data, "name", None)
+        name = access.name(topic_data, "name")
         topic_id = getattr(topic_data, "topic_id", None)
-        if name is None and topic_id is not None:
-            found = image.topics_by_id.get(topic_id)
-            name = found.name if found is not None else None
         for data in topic_data.partition_data:
             result = PartitionResult(getattr(topic_data, "name", None), topic_id, data.index)
             results.append(result)
@@ -71,10 +68,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if acks not in (-1, 0, 1):
                 result.error = ErrorCode.invalid_required_acks
                 continue
-            allowed = authorized.get(name)
-            if allowed is None:
-                allowed = authorized[name] = authorize(ctx.session, "WRITE", "TOPIC", name)
-            if not allowed:
+            if not access.allowed(name):
                 result.error = ErrorCode.topic_authorization_failed
                 continue
             try:
