@@ -1,65 +1,67 @@
-"""Group coordinator settings, named after Kafka's broker configs."""
+"""Group coordinator settings, declared once with Kafka's names, defaults and checks.
+
+The state machine reads these; the plugin's ``[plugins.coordinator]`` table
+(:class:`plugins.coordinator.settings.CoordinatorSettings`) extends them with the
+offsets-topic keys, so the table and the state machine cannot disagree on a default.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kernel.config import ConfigError, at_least, setting
+
 __all__ = ["GroupCoordinatorConfig"]
+
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
 class GroupCoordinatorConfig:
-    group_min_session_timeout_ms: int = 6_000
-    """group.min.session.timeout.ms: JoinGroup with a shorter session timeout is
-    rejected with INVALID_SESSION_TIMEOUT."""
-    group_max_session_timeout_ms: int = 1_800_000
-    """group.max.session.timeout.ms."""
-    group_initial_rebalance_delay_ms: int = 3_000
-    """group.initial.rebalance.delay.ms: how long the first join phase of an Empty group
-    waits for more members before forming a generation."""
-    group_max_size: int = 2**31 - 1
-    """group.max.size: members beyond it get GROUP_MAX_SIZE_REACHED."""
-    offsets_retention_minutes: int = 10_080
-    """offsets.retention.minutes."""
-    offsets_retention_check_interval_ms: int = 600_000
-    """offsets.retention.check.interval.ms: period of the offset expiration timer."""
-    offset_metadata_max_bytes: int = 4_096
-    """offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE."""
+    group_min_session_timeout_ms: int = setting(
+        "group.min.session.timeout.ms", 6000,
+        "Shortest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT).",
+        check=at_least(0),
+    )
+    group_max_session_timeout_ms: int = setting(
+        "group.max.session.timeout.ms", 1800000,
+        "Longest session timeout a member may ask for.", check=at_least(0),
+    )
+    group_initial_rebalance_delay_ms: int = setting(
+        "group.initial.rebalance.delay.ms", 3000,
+        "How long the first rebalance of an empty group waits for more members.",
+        check=at_least(0),
+    )
+    group_max_size: int = setting(
+        "group.max.size", INT32_MAX, "Members a group may have (else GROUP_MAX_SIZE_REACHED).",
+        check=at_least(1),
+    )
+    offsets_retention_minutes: int = setting(
+        "offsets.retention.minutes", 10080,
+        "How long committed offsets of a group without members are kept.",
+        check=at_least(1),
+    )
+    offsets_retention_check_interval_ms: int = setting(
+        "offsets.retention.check.interval.ms", 600000,
+        "How often expired offsets are removed.", check=at_least(1),
+    )
+    offset_metadata_max_bytes: int = setting(
+        "offset.metadata.max.bytes", 4096,
+        "Longest metadata string an offset commit may carry (else "
+        "OFFSET_METADATA_TOO_LARGE).", check=at_least(0),
+    )
+    # Not a Kafka setting: Kafka's fixed 5 minutes a new member's JoinGroup may stay
+    # parked. A new member has no id yet, so it cannot heartbeat; this is its timeout.
     new_member_join_timeout_ms: int = 300_000
-    """How long a new member's JoinGroup may stay parked (Kafka's fixed 5 minutes). A
-    new member has no id yet, so it cannot heartbeat; this is its only timeout."""
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
-            raise ValueError(
-                "group.min.session.timeout.ms must not exceed group.max.session.timeout.ms"
+            raise ConfigError(
+                f"plugins.coordinator: group.min.session.timeout.ms "
+                f"({self.group_min_session_timeout_ms}) must not exceed "
+                f"group.max.session.timeout.ms ({self.group_max_session_timeout_ms})"
             )
-        for f in dataclasses.fields(self):
-            if getattr(self, f.name) < 0:
-                raise ValueError(f"{_kafka_name(f.name)} must not be negative")
-        if self.group_max_size < 1:
-            raise ValueError("group.max.size must be at least 1")
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
-
-    @classmethod
-    def from_kafka_properties(cls, properties: Mapping[str, int]) -> GroupCoordinatorConfig:
-        """Build from Kafka-style names (``"group.max.size"``); an unknown name is an
-        error that lists the known ones."""
-        known = {_kafka_name(f.name): f.name for f in dataclasses.fields(cls)}
-        kwargs = {}
-        for name, value in properties.items():
-            if name not in known:
-                raise ValueError(
-                    f"unknown group coordinator setting {name!r}; known: {', '.join(known)}"
-                )
-            kwargs[known[name]] = int(value)
-        return cls(**kwargs)
-
-
-def _kafka_name(field_name: str) -> str:
-    return field_name.replace("_", ".")

@@ -41,7 +41,7 @@ class GroupCoordinatorService:
     def __init__(self, broker: Broker, settings: CoordinatorSettings) -> None:
         self.broker = broker
         self.settings = settings
-        self.config = settings.group_config()
+        self.config = settings
         self.log: Any = broker.log.bind(component="group-coordinator")
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
             broker, OFFSETS_TOPIC, lambda _partition: GroupCoordinatorShard(self.config),

@@ -28,7 +28,7 @@ def test_table_is_validated_with_kafka_names() -> None:
     schema = ConfigSchema("plugins.coordinator", CoordinatorSettings)
     settings = schema.build({"offsets.topic.num.partitions": 3,
                              "group.initial.rebalance.delay.ms": 0}, "k.toml")
-    config = settings.group_config()
+    config = settings  # the table is the state machine's config too
     assert settings.offsets_topic_num_partitions == 3
     assert config.group_initial_rebalance_delay_ms == 0
     with pytest.raises(ConfigError, match="offsets.topic.num.partitions: 0 is not allowed"):

@@ -37,6 +37,7 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestA
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 from kio.serial import entity_writer
 
+from kernel.config import ConfigError, ConfigSchema
 from plugins.coordinator.config import GroupCoordinatorConfig
 from plugins.coordinator.group import GroupState
 from plugins.coordinator.records import (
@@ -890,14 +891,13 @@ def test_session_timers_are_rearmed_by_heartbeats() -> None:
 
 
 def test_config_from_kafka_property_names() -> None:
-    config = GroupCoordinatorConfig.from_kafka_properties(
-        {"group.initial.rebalance.delay.ms": 0, "group.max.size": 10}
-    )
+    schema = ConfigSchema("plugins.coordinator", GroupCoordinatorConfig)
+    config = schema.build({"group.initial.rebalance.delay.ms": 0, "group.max.size": 10}, "k")
     assert config.group_initial_rebalance_delay_ms == 0 and config.group_max_size == 10
     assert config.offsets_retention_ms == 10_080 * 60_000
-    with pytest.raises(ValueError, match="group.max.size"):
-        GroupCoordinatorConfig.from_kafka_properties({"group.max.sizes": 1})
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="group.max.size"):
+        schema.build({"group.max.sizes": 1}, "k")
+    with pytest.raises(ConfigError):
         GroupCoordinatorConfig(group_min_session_timeout_ms=10, group_max_session_timeout_ms=5)
 
 
