@@ -28,34 +28,34 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     image = broker.metadata.image
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        return _respond(ctx, image, _all_topics(ctx, image), [])
-    names: list[str | None] = []
+        return _respond(ctx, image, _all_topics(ctx, image), [], [])
+    names: list[str] = []
+    unknown_ids: list[uuid.UUID | None] = []  # requested by an id that is not known
     for t in requested:
         name = getattr(t, "name", None)
-        topic_id = getattr(t, "topic_id", None)
-        if name is None and topic_id not in (None, ZERO_UUID):
-            found = image.topics_by_id.get(topic_id)
-            names.append(found.name if found is not None else None)
+        if name is None:
+            topic_id = getattr(t, "topic_id", None)
+            found = image.topics_by_id.get(topic_id) if topic_id is not None else None
             if found is None:
-                names[-1] = f"\0{topic_id}"  # marks an unknown id
-        else:
-            names.append(name)
+                unknown_ids.append(topic_id)
+                continue
+            name = found.name
+        names.append(name)
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     missing = [
         n for n in dict.fromkeys(names)
-        if n is not None and not n.startswith("\0") and n not in image.topics
-        and topic_name_problem(n) is None
+        if n not in image.topics and topic_name_problem(n) is None
     ]
     if missing and allow_auto and broker.config.auto_create_topics_enable:
         creatable = [n for n in missing if broker.plugins.authorize(
             ctx.session, "CREATE", "TOPIC", n)]
         if creatable:
-            return _create_then_respond(ctx, names, creatable)
-    return _respond(ctx, image, [], names)
+            return _create_then_respond(ctx, names, unknown_ids, creatable)
+    return _respond(ctx, image, [], names, unknown_ids)
 
 
-async def _create_then_respond(ctx: RequestContext, names: list[str | None],
-                               creatable: list[str]) -> Any:
+async def _create_then_respond(ctx: RequestContext, names: list[str],
+                               unknown_ids: list[uuid.UUID | None], creatable: list[str]) -> Any:
     broker = ctx.broker
     cfg = broker.config
     for name in creatable:
@@ -66,7 +66,7 @@ async def _create_then_respond(ctx: RequestContext, names: list[str | None],
         except KafkaError as e:
             if e.error_code != ErrorCode.topic_already_exists:
                 broker.log.warning("auto-create failed", topic=name, error=e.error_code.name)
-    return _respond(ctx, broker.metadata.image, [], names)
+    return _respond(ctx, broker.metadata.image, [], names, unknown_ids)
 
 
 def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
@@ -76,16 +76,14 @@ def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
 
 
 def _respond(ctx: RequestContext, image: ClusterImage, topics: list[TopicImage],
-             names: list[str | None]) -> Any:
+             names: list[str], unknown_ids: list[uuid.UUID | None]) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     authorize = ctx.broker.plugins.authorize
     entries = [_topic(m, t, ErrorCode.none) for t in topics]
+    for topic_id in dict.fromkeys(unknown_ids):
+        entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id, topic_id or ZERO_UUID))
     for name in dict.fromkeys(names):
-        if name is None:
-            entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id))
-        elif name.startswith("\0"):
-            entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id, uuid.UUID(name[1:])))
-        elif not authorize(ctx.session, "DESCRIBE", "TOPIC", name):
+        if not authorize(ctx.session, "DESCRIBE", "TOPIC", name):
             entries.append(_error_topic(m, name, ErrorCode.topic_authorization_failed))
         elif (topic := image.topics.get(name)) is not None:
             entries.append(_topic(m, topic, ErrorCode.none))
