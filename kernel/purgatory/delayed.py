@@ -147,10 +147,9 @@ class Purgatory(Generic[T]):
         """Complete ``operation`` now if it can; else watch it on every key and start its
         timeout. Returns True if it completed here (the caller answers at once).
 
-        As in Kafka the check is tried once before watching (cheap common case, nothing
-        stored) and once after watching on all keys. On one thread nothing can change in
-        between, so the second try only matters for a ``try_complete`` whose outcome can
-        change by itself; it is kept for Kafka parity.
+        Kafka tries again after watching because another thread may have completed the
+        condition meanwhile; on one event-loop thread nothing changes in between, so one
+        try (each parked Fetch checks its partitions once, not twice) is enough.
         """
         if self._closed:
             raise RuntimeError(f"purgatory {self.name} is shut down")
@@ -161,8 +160,6 @@ class Purgatory(Generic[T]):
         for key in watch_keys:
             self._watch(key, operation)
         self._estimated_total += 1
-        if operation.try_complete():
-            return True
         if not operation.is_completed:
             operation._purgatory = self
             self._num_delayed += 1

@@ -67,7 +67,7 @@ def test_watch_key_completion() -> None:
     op = MockOperation(500)
     keys: list[Hashable] = [("topic", 0), ("topic", 1)]
     assert not purgatory.try_complete_else_watch(op, keys)
-    assert op.tries == 2  # once before and once after watching, as in Kafka
+    assert op.tries == 1  # one event-loop thread: nothing changes while watching
     assert purgatory.watched(("topic", 0)) == 1
     assert purgatory.watched(("topic", 1)) == 1
     assert purgatory.watched_count == 2
@@ -158,7 +158,7 @@ def test_zero_timeout_expires_at_once() -> None:
     assert purgatory.num_delayed == 0
 
 
-def test_completes_on_second_try_after_watching() -> None:
+def test_an_operation_tried_once_is_parked_until_a_key_is_checked() -> None:
     purgatory, _ = make()
 
     class SecondTime(MockOperation):
@@ -167,7 +167,9 @@ def test_completes_on_second_try_after_watching() -> None:
             return self.force_complete() if self.tries == 2 else False
 
     op = SecondTime(500)
-    assert purgatory.try_complete_else_watch(op, ["a", "b"])
+    assert not purgatory.try_complete_else_watch(op, ["a", "b"])
+    assert purgatory.num_delayed == 1 and purgatory.timer.size == 1
+    assert purgatory.check_and_complete("b") == 1
     assert op.completions == 1
     assert purgatory.num_delayed == 0
     assert purgatory.timer.size == 0
