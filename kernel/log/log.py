@@ -27,10 +27,13 @@ from kernel.log.records import (
     NO_TIMESTAMP,
     AppendOrigin,
     BatchHeader,
+    Chunks,
     Compression,
     LogAppendInfo,
     check_keys_present,
+    chunks_size,
     convert_compression,
+    join_chunks,
     validate_and_assign_offsets,
     validate_batches,
 )
@@ -400,7 +403,7 @@ class Log:
         """
         self._check_open()
         config = self._config
-        buf, info = validate_and_assign_offsets(
+        chunks, info = validate_and_assign_offsets(
             records, next_offset=self._leo, leader_epoch=leader_epoch, now_ms=now_ms,
             max_message_bytes=config.max_message_bytes,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
@@ -409,10 +412,10 @@ class Log:
         if config.compression_type != "producer":
             target = config.target_compression
             if target is not None:
-                buf, info = convert_compression(buf, info, target)
+                chunks, info = convert_compression(chunks, info, target)
         if config.compact:
-            check_keys_present(buf)
-        self._append(buf, info.batches, info.max_timestamp, now_ms)
+            check_keys_present(join_chunks(chunks))
+        self._append(chunks, info.batches, info.max_timestamp, now_ms)
         if leader_epoch >= 0:
             self._epochs.assign(leader_epoch, info.first_offset)
         return info
@@ -447,7 +450,7 @@ class Log:
         for b in batches:
             if b.max_timestamp > max_ts:
                 max_ts, offset_of_max = b.max_timestamp, b.last_offset
-        self._append(view[:valid], batches, max_ts, now)
+        self._append([view[:valid]], batches, max_ts, now)
         for b in batches:
             if b.partition_leader_epoch >= 0:
                 self._epochs.assign(b.partition_leader_epoch, b.base_offset)
@@ -462,12 +465,12 @@ class Log:
 
     def _append(
         self,
-        buf: bytes | bytearray | memoryview,
+        chunks: Chunks,
         batches: list[BatchHeader],
         max_timestamp: int,
         now_ms: int,
     ) -> None:
-        size = len(buf)
+        size = chunks_size(chunks)
         config = self._config
         if size > config.segment_bytes:
             raise KafkaError(
@@ -485,7 +488,7 @@ class Log:
                 messages_size=size, now_ms=now_ms,
             ):
                 segment = self.roll(first, now_ms)
-            segment.append(buf, batches)
+            segment.append(chunks, batches)
         except OSError as e:
             raise _storage_error(self, e) from e
         self._leo = last + 1

@@ -2,10 +2,12 @@
 plus full decoding and an encoder for everything off it.
 
 The hot path (:func:`validate_and_assign_offsets`) is O(batches): one
-``struct.unpack_from`` of the 61-byte header, one CRC-32C call over the batch and a few
-``pack_into`` calls per batch. Records are never decoded there; the CRC does not cover
-``baseOffset`` or ``partitionLeaderEpoch``, so assigning them keeps the batch valid. Only
-LogAppendTime (attributes and maxTimestamp are covered) recomputes the CRC.
+``struct.unpack_from`` of the 61-byte header and one CRC-32C call over the batch. Records
+are never decoded or copied there: the CRC does not cover ``baseOffset`` or
+``partitionLeaderEpoch``, so the append is written as a fresh 16-byte head per batch
+followed by a view of the client's bytes from ``magic`` on (one ``pwritev``). Only
+LogAppendTime (attributes and maxTimestamp are covered) copies a batch and recomputes
+its CRC.
 
 Batch layout (big-endian)::
 
@@ -220,6 +222,19 @@ class LogAppendInfo:
         return len(self.batches)
 
 
+# An append as the buffers to write back to back (``os.pwritev``): the batches with their
+# offsets assigned, without copying the client's bytes into one buffer.
+Chunks = list[bytes | bytearray | memoryview]
+
+
+def chunks_size(chunks: Chunks) -> int:
+    return sum(memoryview(c).nbytes for c in chunks)
+
+
+def join_chunks(chunks: Chunks) -> bytes:
+    return b"".join(chunks)
+
+
 def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, message)
 
@@ -282,8 +297,9 @@ def validate_and_assign_offsets(
     log_append_time: bool = False,
     origin: AppendOrigin = AppendOrigin.CLIENT,
     log_start_offset: int = 0,
-) -> tuple[bytearray, LogAppendInfo]:
-    """Validate a leader append and assign offsets in a copy of the payload.
+) -> tuple[Chunks, LogAppendInfo]:
+    """Validate a leader append and assign offsets; the result is the append as chunks
+    (see :data:`Chunks`) that still refer to ``records``.
 
     Raises KafkaError: CORRUPT_MESSAGE (framing, partial trailing batch, CRC, bad magic),
     INVALID_RECORD (magic 0/1, offset/count mismatch, control batch or baseOffset != 0
@@ -295,10 +311,10 @@ def validate_and_assign_offsets(
     client = origin is AppendOrigin.CLIENT
     if total == 0:
         raise _invalid("the append contains no record batch")
-    buf = bytearray(view)
+    chunks: Chunks = []
     crc32c = _crc32c.crc32c
     unpack = BATCH_HEADER.unpack_from
-    pack_head = _OFFSET_LENGTH_EPOCH.pack_into
+    pack_head = _OFFSET_LENGTH_EPOCH.pack
     append_time = now_ms if log_append_time else NO_TIMESTAMP
     batches: list[BatchHeader] = []
     position = 0
@@ -352,11 +368,16 @@ def validate_and_assign_offsets(
         if log_append_time:
             attributes |= TIMESTAMP_TYPE_MASK
             max_ts = now_ms
-            _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes)
-            _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, now_ms)
-            crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:end])
-            _UINT32.pack_into(buf, position + CRC_OFFSET, crc)
-        pack_head(buf, position, offset, batch_length, leader_epoch)
+            copy = bytearray(view[position:end])
+            _INT16.pack_into(copy, ATTRIBUTES_OFFSET, attributes)
+            _INT64.pack_into(copy, MAX_TIMESTAMP_OFFSET, now_ms)
+            crc = crc32c(memoryview(copy)[ATTRIBUTES_OFFSET:])
+            _UINT32.pack_into(copy, CRC_OFFSET, crc)
+            _OFFSET_LENGTH_EPOCH.pack_into(copy, 0, offset, batch_length, leader_epoch)
+            chunks.append(copy)
+        else:
+            chunks.append(pack_head(offset, batch_length, leader_epoch))
+            chunks.append(view[position + MAGIC_OFFSET:end])
         if max_ts > max_timestamp:
             max_timestamp = max_ts
             offset_of_max = offset + last_delta
@@ -377,7 +398,7 @@ def validate_and_assign_offsets(
         log_start_offset=log_start_offset, records_count=records_count, valid_bytes=total,
         has_transactional=has_txn, has_control=has_control, batches=batches,
     )
-    return buf, info
+    return chunks, info
 
 
 def validate_batches(
@@ -813,15 +834,15 @@ def check_keys_present(records: bytes | bytearray | memoryview) -> None:
 
 
 def convert_compression(
-    buf: bytearray, info: LogAppendInfo, codec: int
-) -> tuple[bytearray, LogAppendInfo]:
+    chunks: Chunks, info: LogAppendInfo, codec: int
+) -> tuple[Chunks, LogAppendInfo]:
     """Recompress the batches whose codec is not ``codec`` (a topic whose
     compression.type is not ``producer``); offsets and producer fields are kept."""
     if all(h.compression == codec or h.is_control for h in info.batches):
-        return buf, info
+        return chunks, info
     out = bytearray()
     headers: list[BatchHeader] = []
-    view = memoryview(buf)
+    view = memoryview(join_chunks(chunks))
     position = 0
     for header in info.batches:
         batch = view[position:position + header.size]
@@ -835,7 +856,7 @@ def convert_compression(
     view.release()
     info.batches = headers
     info.valid_bytes = len(out)
-    return out, info
+    return [out], info
 
 
 def crc_of(batch: bytes | bytearray | memoryview) -> int:
@@ -850,6 +871,7 @@ __all__ = [
     "RECORD_BATCH_OVERHEAD",
     "AppendOrigin",
     "BatchHeader",
+    "Chunks",
     "Compression",
     "ControlRecordType",
     "DecodedBatch",
@@ -860,6 +882,7 @@ __all__ = [
     "build_batch",
     "build_control_batch",
     "check_keys_present",
+    "chunks_size",
     "compress",
     "convert_compression",
     "crc_of",
@@ -867,6 +890,7 @@ __all__ = [
     "decompress",
     "iter_batches",
     "iter_records",
+    "join_chunks",
     "parse_control_record",
     "read_batch_header",
     "read_varint",

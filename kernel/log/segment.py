@@ -27,6 +27,7 @@ from kernel.log.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    Chunks,
     iter_records,
 )
 
@@ -37,6 +38,7 @@ TXN_INDEX_SUFFIX = ".txnindex"
 
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
+IOV_MAX = 1024  # Linux's limit on buffers per pwritev
 
 def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
@@ -88,16 +90,18 @@ class TimestampAndOffset:
     leader_epoch: int | None
 
 
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    written = os.pwrite(fd, data, position)
-    if written == len(data):
-        return
-    view = memoryview(data)[written:]
-    position += written
-    while view:
-        n = os.pwrite(fd, view, position)
-        position += n
-        view = view[n:]
+def _pwritev_all(fd: int, chunks: Chunks, position: int) -> None:
+    """Write ``chunks`` back to back at ``position``, resuming after short writes."""
+    views = [memoryview(c) for c in chunks]
+    first = 0
+    while first < len(views):
+        written = os.pwritev(fd, views[first:first + IOV_MAX], position)
+        position += written
+        while first < len(views) and written >= views[first].nbytes:
+            written -= views[first].nbytes
+            first += 1
+        if written:
+            views[first] = views[first][written:]
 
 
 class LogSegment:
@@ -227,10 +231,8 @@ class LogSegment:
 
     # -- append ---------------------------------------------------------------------
 
-    def append(
-        self, records: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]
-    ) -> None:
-        """Write validated batches (``records`` is exactly ``batches`` back to back)."""
+    def append(self, chunks: Chunks, batches: Sequence[BatchHeader]) -> None:
+        """Write validated batches (``chunks`` hold exactly ``batches`` back to back)."""
         if not batches:
             return
         last_offset = batches[-1].last_offset
@@ -242,7 +244,7 @@ class LogSegment:
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = max(b.max_timestamp for b in batches)
-        _pwrite_all(fd, records, position)
+        _pwritev_all(fd, chunks, position)
         offset_index = self.offset_index
         time_index = self.time_index
         max_ts = self.max_timestamp_so_far

@@ -30,6 +30,7 @@ from kernel.log.records import (
     build_batch,
     iter_batches,
     iter_records,
+    join_chunks,
     read_batch_header,
     validate_and_assign_offsets,
 )
@@ -159,7 +160,7 @@ def test_invalid_appends_leave_the_log_unchanged(tmp_path: Path) -> None:
 def test_append_larger_than_a_segment_is_record_list_too_large(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=1_000)
     data = b"".join(
-        bytes(validate_and_assign_offsets(
+        join_chunks(validate_and_assign_offsets(
             batch(5), next_offset=5 * i, leader_epoch=0, now_ms=NOW, max_message_bytes=1 << 20
         )[0])
         for i in range(4)
@@ -355,10 +356,10 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
 
 
 def leader_batch_at(offset: int) -> bytes:
-    buf, _ = validate_and_assign_offsets(
+    chunks, _ = validate_and_assign_offsets(
         batch(3), next_offset=offset, leader_epoch=2, now_ms=NOW, max_message_bytes=1 << 20
     )
-    return bytes(buf)
+    return join_chunks(chunks)
 
 
 # -- flush ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from kernel.log.records import (
     AppendOrigin,
     Compression,
     ControlRecordType,
+    LogAppendInfo,
     SimpleRecord,
     TimestampType,
     build_batch,
@@ -33,6 +34,7 @@ from kernel.log.records import (
     increment_sequence,
     iter_batches,
     iter_records,
+    join_chunks,
     parse_control_record,
     read_batch_header,
     read_varint,
@@ -56,12 +58,14 @@ def records(n: int = 5, ts: int = 1_000) -> list[SimpleRecord]:
     ]
 
 
-def assign(data: bytes, **kw: object) -> tuple[bytearray, object]:
+def assign(data: bytes, **kw: object) -> tuple[bytes, LogAppendInfo]:
+    """The append as one buffer: what the log writes."""
     args: dict[str, object] = dict(
         next_offset=100, leader_epoch=7, now_ms=999_999, max_message_bytes=MAX
     )
     args.update(kw)
-    return validate_and_assign_offsets(data, **args)  # type: ignore[arg-type]
+    chunks, info = validate_and_assign_offsets(data, **args)  # type: ignore[arg-type]
+    return join_chunks(chunks), info
 
 
 def with_crc(batch: bytearray) -> bytes:
@@ -282,7 +286,8 @@ def test_compacted_topics_need_keys() -> None:
 def test_convert_compression_keeps_offsets_and_producer_fields() -> None:
     batch = build_batch(records(10), producer_id=8, producer_epoch=2, base_sequence=4)
     buf, info = assign(batch, next_offset=50)
-    out, info = convert_compression(buf, info, Compression.ZSTD)
+    chunks, info = convert_compression([buf], info, Compression.ZSTD)
+    out = join_chunks(chunks)
     (header,) = info.batches
     assert header.compression == Compression.ZSTD and header.base_offset == 50
     assert (header.producer_id, header.base_sequence, header.last_offset) == (8, 4, 59)
@@ -339,9 +344,10 @@ def test_build_validate_decode_returns_the_same_records(
     batch_records: list[SimpleRecord], codec: Compression, next_offset: int, epoch: int
 ) -> None:
     batch = build_batch(batch_records, compression=codec)
-    buf, info = validate_and_assign_offsets(
+    chunks, info = validate_and_assign_offsets(
         batch, next_offset=next_offset, leader_epoch=epoch, now_ms=0, max_message_bytes=MAX
     )
+    buf = join_chunks(chunks)
     decoded = list(iter_records(buf))
     assert len(decoded) == len(batch_records) == info.records_count
     for i, (got, sent) in enumerate(zip(decoded, batch_records, strict=True)):
