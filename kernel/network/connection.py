@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kernel.protocol.codec import InvalidRequest
+from kernel.protocol.codec import InvalidRequest, ResponseFrame
 from kernel.routing import Session
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             except InvalidRequest as e:
                 self._fail(str(e))
                 return
-            if isinstance(result, bytes):
+            if isinstance(result, bytes | ResponseFrame):
                 self._write(result)
             elif result is not None:
                 self._await(result)
@@ -211,9 +211,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write(result)
         self._process()
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | ResponseFrame) -> None:
         if self.transport is not None and not self._closed:
-            self.transport.write(data)
+            if isinstance(data, bytes):
+                self.transport.write(data)
+            elif len(data.chunks) == 1:
+                self.transport.write(data.chunks[0])
+            else:
+                # The records of a fetch go to the socket from the bytes read from the
+                # segment, without being copied into one frame first.
+                self.transport.writelines(data.chunks)
             self._last_active = time.monotonic()
 
     def _fail(self, reason: str) -> None:

@@ -20,9 +20,10 @@ from kernel.handlers.api_versions import unsupported_version_response
 from kernel.protocol.build import has_field
 from kernel.protocol.codec import (
     InvalidRequest,
+    ResponseFrame,
     decode_request,
     default_entity,
-    encode_response,
+    encode_response_frame,
     peek_header,
     response_class,
 )
@@ -36,7 +37,7 @@ API_VERSIONS = 18
 # Requests allowed before SASL authentication completes (KIP-152 ordering).
 PRE_AUTH_APIS = frozenset({17, 18, 36})
 
-ResponseBytes = bytes | None
+ResponseBytes = bytes | ResponseFrame | None
 
 
 class RequestDispatcher:
@@ -99,8 +100,8 @@ class RequestDispatcher:
         if body is None:
             self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, 0)
             return None
-        frame = encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
-        self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, len(frame))
+        frame = encode_response_frame(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, frame.size)
         code = getattr(body, "error_code", None)
         if code:
             self._metrics.error(code)

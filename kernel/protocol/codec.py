@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import struct
 import typing
 import uuid
@@ -86,18 +85,59 @@ def response_codec(api_key: int, api_version: int) -> tuple[Any, Any, bool]:
     return cls, entity_writer(cls), flexible_header
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+# Values at least this large (records in Fetch responses) are sent from the object the
+# handler gave, not copied into the frame first.
+BY_REFERENCE_BYTES = 32 * 1024
+
+Buffer = bytes | bytearray | memoryview
+
+
+class ResponseFrame:
+    """A response frame as the buffers to send back to back (``writelines``).
+
+    kio's writers call ``write`` once per field: small writes go into a bytearray, and
+    large values are kept by reference between them.
+    """
+
+    __slots__ = ("_current", "chunks", "size")
+
+    def __init__(self) -> None:
+        self._current = bytearray()
+        self.chunks: list[Buffer] = [self._current]
+        self.size = 0
+
+    def write(self, data: Buffer) -> int:
+        n = len(data)
+        if n >= BY_REFERENCE_BYTES:
+            self._current = bytearray()
+            self.chunks += (data, self._current)
+        else:
+            self._current += data
+        self.size += n
+        return n
+
+    def to_bytes(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def encode_response_frame(
+    api_key: int, api_version: int, correlation_id: int, body: Any
+) -> ResponseFrame:
     """The whole response frame, size prefix included."""
     _, writer, flexible_header = response_codec(api_key, api_version)
-    buf = io.BytesIO()
-    buf.write(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    frame = ResponseFrame()
+    frame.write(_SIZE_AND_CORRELATION.pack(0, correlation_id))
     if flexible_header:
-        buf.write(b"\x00")  # no tagged fields
-    writer(buf, body)
-    view = buf.getbuffer()
-    _SIZE.pack_into(view, 0, len(view) - 4)
-    del view
-    return buf.getvalue()
+        frame.write(b"\x00")  # no tagged fields
+    writer(frame, body)
+    _SIZE.pack_into(frame.chunks[0], 0, frame.size - 4)
+    if not frame.chunks[-1]:
+        frame.chunks.pop()
+    return frame
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    return encode_response_frame(api_key, api_version, correlation_id, body).to_bytes()
 
 
 def response_class(api_key: int, api_version: int) -> Any:
