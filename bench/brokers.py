@@ -96,6 +96,10 @@ class Broker(ABC):
         """Create topics with ``partitions`` partitions; returns how (for the record)."""
 
     @abstractmethod
+    def recycle_topic(self, name: str, partitions: int) -> None:
+        """Empty a produce workload's topic between runs."""
+
+    @abstractmethod
     def describe(self) -> dict[str, Any]:
         """What this broker is, for the report."""
 
@@ -154,6 +158,9 @@ class MockBroker(Broker):
             if reply != "ok":
                 raise BrokerError(f"mock: creating topic {name}: {reply}")
         return "rd_kafka_mock_topic_create (the mock does not serve CreateTopics)"
+
+    def recycle_topic(self, name: str, partitions: int) -> None:
+        pass  # it keeps at most 5 MiB per partition anyway, and serves no DeleteTopics
 
     def describe(self) -> dict[str, Any]:
         import confluent_kafka
@@ -302,6 +309,22 @@ class KafkernelBroker(Broker):
             producer.list_topics(topic=name, timeout=10)
         return ("auto-creation through Metadata (num.partitions="
                 f"{self.partitions}); CreateTopics failed: {failures[0]}")
+
+    def recycle_topic(self, name: str, partitions: int) -> None:
+        """Delete and re-create the topic, so that its files leave the page cache and
+        every run writes the same amount of new log (the mock keeps at most 5 MiB per
+        partition; without this, the log and its page cache grow by every run)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.delete_topics([name], operation_timeout=10, request_timeout=15)
+        futures[name].result(timeout=30)
+        deadline = time.monotonic() + 30
+        while name in admin.list_topics(timeout=10).topics:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"topic {name} still listed 30 s after DeleteTopics")
+            time.sleep(0.05)
+        self.create_topics([name], partitions)
 
     def describe(self) -> dict[str, Any]:
         return {
