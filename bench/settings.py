@@ -73,6 +73,12 @@ class ClientSettings:
     # once its prefetch queue is full, which a Python consumer of many partitions hits
     # on any broker; at 1000 ms a 1M-record read measured mostly that pause.
     fetch_queue_backoff_ms: int = 10
+    # Not the default (100,000): librdkafka stops fetching a partition once its consumer
+    # holds this many prefetched records (kcat's 2.0 for about a second, until its
+    # broker thread wakes). A broker that answers with up to max.partition.fetch.bytes
+    # per partition, as Kafka does, passes 100,000 100-byte records in one response over
+    # 28 partitions; the mock answers one batch per partition per fetch and never does.
+    queued_min_messages: int = 1_000_000
     # The latency run measures the broker, so the producer sends almost at once.
     latency_linger_ms: int = 1
     latency_acks: str = "all"
@@ -103,6 +109,7 @@ class ClientSettings:
             "fetch.wait.max.ms": str(wait),
             "fetch.min.bytes": str(self.fetch_min_bytes),
             "max.partition.fetch.bytes": str(self.max_partition_fetch_bytes),
+            "queued.min.messages": str(self.queued_min_messages),
         }
         if client == "confluent":  # kcat's librdkafka 2.0 predates the property
             found["fetch.queue.backoff.ms"] = str(self.fetch_queue_backoff_ms)
