@@ -48,7 +48,7 @@ class FetchPartitionState:
     last_fetched_epoch: int
     partition: Partition | None = None
     error: ErrorCode = ErrorCode.none
-    records: bytes = b""
+    records: bytes | memoryview = b""
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -146,7 +146,7 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
     return total
 
 
-def _count_records(records: bytes) -> int:
+def _count_records(records: bytes | memoryview) -> int:
     """Records in the whole batches of a fetch, from batch headers only."""
     count = 0
     position = 0

@@ -10,6 +10,7 @@ segment is opened lazily, so a clean start reads no segment data at all.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from kernel.log.records import (
     BATCH_HEADER,
     CURRENT_MAGIC,
     INT32_MAX,
+    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     NO_TIMESTAMP,
@@ -39,6 +41,7 @@ TXN_INDEX_SUFFIX = ".txnindex"
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
 IOV_MAX = 1024  # Linux's limit on buffers per pwritev
+_LENGTH = struct.Struct(">i")
 
 def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
@@ -73,11 +76,11 @@ class LogOffsetMetadata:
 
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
-    """Bytes read for a fetch: whole batches, except that the range may end inside the
-    last batch as Kafka's does (clients drop a partial trailing batch)."""
+    """Bytes read for a fetch: whole batches, or the start of the first batch when it
+    alone is larger than the limit (``first_entry_incomplete``)."""
 
     fetch_offset_metadata: LogOffsetMetadata
-    records: bytes
+    records: bytes | memoryview
     first_entry_incomplete: bool = False
 
 
@@ -88,6 +91,19 @@ class TimestampAndOffset:
     timestamp: int
     offset: int
     leader_epoch: int | None
+
+
+def whole_batches_size(data: bytes) -> int:
+    """Bytes of ``data`` taken by whole batches (framing only; read from our log)."""
+    position = 0
+    end = len(data)
+    unpack = _LENGTH.unpack_from
+    while position + LOG_OVERHEAD <= end:
+        batch_end = position + LOG_OVERHEAD + unpack(data, position + LENGTH_OFFSET)[0]
+        if batch_end > end:
+            break
+        position = batch_end
+    return position
 
 
 def _pwritev_all(fd: int, chunks: Chunks, position: int) -> None:
@@ -406,7 +422,12 @@ class LogSegment:
         if fetch_size <= 0:
             return FetchDataInfo(metadata, b"")
         data = os.pread(self._open(), fetch_size, position)
-        return FetchDataInfo(metadata, data, first_entry_incomplete=adjusted < batch_size)
+        if adjusted < batch_size:
+            return FetchDataInfo(metadata, data, first_entry_incomplete=True)
+        whole = whole_batches_size(data)
+        # Kafka sends the part of the last batch that fits too, and clients drop it;
+        # not sending it saves them reading and fetching those bytes twice.
+        return FetchDataInfo(metadata, data if whole == len(data) else memoryview(data)[:whole])
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._open(), header.batch_length + LOG_OVERHEAD, position)
