@@ -2,10 +2,12 @@
 
 Frames are read straight into a reusable receive buffer (asyncio.BufferedProtocol);
 a frame larger than that buffer gets a buffer of its own that the socket fills
-directly, so a 1 MB produce request is copied once. Requests are handled one at a time
-in arrival order, as Kafka does by muting a channel while a request is in flight:
-pipelined requests wait in a queue, so responses leave in request order and produce
-requests on one connection are appended in order with no extra machinery.
+directly, so a 1 MB produce request is copied once. Once such a frame is decoded (kio
+copies what it keeps), its buffer is kept for the connection's next large frame.
+Requests are handled one at a time in arrival order, as Kafka does by muting a channel
+while a request is in flight: pipelined requests wait in a queue, so responses leave in
+request order and produce requests on one connection are appended in order with no
+extra machinery.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -28,6 +31,11 @@ _SIZE = struct.Struct(">i")
 RECEIVE_BUFFER = 256 * 1024
 # Stop reading from a client that has this much pipelined, unhandled input.
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
+# The largest frame buffer a connection keeps for reuse (a producer's batches are ~1 MB).
+MAX_SPARE_FRAME_BYTES = 8 * 1024 * 1024
+
+# A frame, and the buffer under it when that buffer may be reused once it is decoded.
+QueuedFrame = tuple[bytes | memoryview, bytearray | None]
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -53,9 +61,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
-        self._big: bytearray | None = None
+        self._big: memoryview | None = None
+        self._big_owner: bytearray | None = None
         self._big_filled = 0
-        self._queue: deque[bytes | memoryview] = deque()
+        self._spare: bytearray | None = None
+        self._queue: deque[QueuedFrame] = deque()
         self._queued_bytes = 0
         self._in_flight: asyncio.Future[Any] | None = None
         self._write_paused = False
@@ -95,7 +105,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
+            return self._big[self._big_filled:]
         if self._end == len(self._buf):
             self._compact()
         return self._view[self._end:]
@@ -107,9 +117,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self._big_filled == len(self._big):
                 # kio's native reader takes read-only buffers only: a read-only view
                 # avoids copying a large frame again.
-                frame = memoryview(self._big).toreadonly()
+                frame = self._big.toreadonly()
+                self._big.release()
                 self._big = None
-                self._enqueue(frame)
+                self._enqueue(frame, self._big_owner)
+                self._big_owner = None
                 self._process()
             return
         self._end += nbytes
@@ -150,21 +162,39 @@ class KafkaConnection(asyncio.BufferedProtocol):
             available = self._end - self._start - 4
             if available >= size:
                 begin = self._start + 4
-                self._enqueue(bytes(self._view[begin:begin + size]))
+                self._enqueue(bytes(self._view[begin:begin + size]), None)
                 self._start = begin + size
                 continue
             if size + 4 > len(buf):
                 # Larger than the receive buffer: give it a buffer the socket fills.
-                big = bytearray(size)
+                owner = self._frame_buffer(size)
+                big = memoryview(owner)[:size]
                 big[:available] = self._view[self._start + 4:self._end]
-                self._big, self._big_filled = big, available
+                self._big, self._big_owner, self._big_filled = big, owner, available
                 self._start = self._end = 0
             break
         if self._start == self._end:
             self._start = self._end = 0
 
-    def _enqueue(self, frame: bytes | memoryview) -> None:
-        self._queue.append(frame)
+    def _frame_buffer(self, size: int) -> bytearray:
+        """A buffer of at least ``size`` bytes: the spare one when it is large enough
+        and nothing holds a view of it any more (references: the attribute, ``spare``
+        and getrefcount's argument; the event loop keeps its last read buffer a while)."""
+        spare = self._spare
+        self._spare = None
+        if spare is not None and len(spare) >= size and sys.getrefcount(spare) <= 2:
+            return spare
+        return bytearray(size)
+
+    def _recycle(self, frame: memoryview, owner: bytearray) -> None:
+        frame.release()
+        if len(owner) <= MAX_SPARE_FRAME_BYTES and (
+            self._spare is None or len(self._spare) < len(owner)
+        ):
+            self._spare = owner
+
+    def _enqueue(self, frame: bytes | memoryview, owner: bytearray | None) -> None:
+        self._queue.append((frame, owner))
         self._queued_bytes += len(frame)
         if self._queued_bytes > MAX_QUEUED_BYTES and not self._read_paused and self.transport:
             self._read_paused = True
@@ -178,13 +208,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._queue and self._in_flight is None and not self._write_paused:
             if self._closed:
                 return
-            frame = self._queue.popleft()
+            frame, owner = self._queue.popleft()
             self._queued_bytes -= len(frame)
             try:
                 result = self._dispatcher.dispatch(frame, session)
             except InvalidRequest as e:
                 self._fail(str(e))
                 return
+            finally:
+                # The request is decoded by now (dispatch awaits nothing before that).
+                if owner is not None:
+                    assert isinstance(frame, memoryview)
+                    self._recycle(frame, owner)
+                del frame
             if isinstance(result, bytes | ResponseFrame):
                 self._write(result)
             elif result is not None:

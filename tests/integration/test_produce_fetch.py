@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 
 from kernel.testing.embedded import EmbeddedBroker
@@ -274,3 +275,40 @@ def test_offset_out_of_range(broker: EmbeddedBroker) -> None:
     create_topic(broker.bootstrap, topic)
     _, body = _fetch(broker.bootstrap, topic, 42, 0)
     assert body.responses[0].partitions[0].error_code.name == "offset_out_of_range"
+
+
+def test_pipelined_large_produce_requests_land_intact(broker: EmbeddedBroker) -> None:
+    """Frames larger than the receive buffer get buffers that are reused once decoded;
+    pipelined ones must each keep their own bytes."""
+    from kio.schema.produce.v9.request import (
+        PartitionProduceData,
+        ProduceRequest,
+        TopicProduceData,
+    )
+
+    from kernel.log.records import SimpleRecord, build_batch, iter_batches, iter_records
+
+    create_topic(broker.bootstrap, "big-pipelined")
+    sizes = [600_000, 300_000, 900_000, 600_000, 450_000, 950_000]
+    values = [bytes([65 + i]) * size for i, size in enumerate(sizes)]
+    requests = [
+        encode_request(ProduceRequest(acks=1, timeout=datetime.timedelta(seconds=5), topic_data=(
+            TopicProduceData(name="big-pipelined", partition_data=(PartitionProduceData(
+                index=0, records=build_batch([SimpleRecord(value=v)])),)),
+        )), correlation_id=i)
+        for i, v in enumerate(values)
+    ]
+    with connect(broker.bootstrap) as sock:
+        sock.sendall(b"".join(requests))
+        for i in range(len(requests)):
+            frame = recv_frame(sock)
+            assert frame is not None
+            correlation_id, body = decode_response(frame, 0, 9)
+            assert correlation_id == i
+            (partition,) = body.responses[0].partition_responses
+            assert (partition.error_code, partition.base_offset) == (ErrorCode.none, i)
+    log = broker.broker.logs.get_log("big-pipelined", 0)
+    assert log is not None
+    stored = [r.value for _, batch in iter_batches(log.read(0, 1 << 24).records)
+              for r in iter_records(batch)]
+    assert stored == values
