@@ -171,8 +171,13 @@ def render(report: Report) -> str:
         f"idempotence={str(s.enable_idempotence).lower()}; consumer fetch.wait.max.ms="
         f"{s.fetch_wait_max_ms} fetch.min.bytes={s.fetch_min_bytes} "
         f"max.partition.fetch.bytes={s.max_partition_fetch_bytes} "
+        f"queued.min.messages={s.queued_min_messages} "
         f"fetch.queue.backoff.ms={s.fetch_queue_backoff_ms} (confluent-kafka only)",
     ]
+    warmup = host.get("memory_warmup")
+    if warmup:
+        out.append(f"memory:     touched {warmup['bytes'] / 2**30:g} GiB once before the "
+                   f"brokers ran, in {warmup['seconds']} s (see bench/README.md)")
     for name in BROKERS:
         run = report.runs.get(name)
         if run is None:
