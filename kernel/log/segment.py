@@ -9,6 +9,8 @@ segment is opened lazily, so a clean start reads no segment data at all.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +43,9 @@ TXN_INDEX_SUFFIX = ".txnindex"
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
 IOV_MAX = 1024  # Linux's limit on buffers per pwritev
+# Disk blocks reserved ahead of the active segment's end (see LogSegment._reserve).
+PREALLOCATE_BYTES = 8 * 1024 * 1024
+FALLOC_FL_KEEP_SIZE = 0x01
 _LENGTH = struct.Struct(">i")
 
 def segment_file_stem(base_offset: int) -> str:
@@ -91,6 +96,22 @@ class TimestampAndOffset:
     timestamp: int
     offset: int
     leader_epoch: int | None
+
+
+def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
+    """fallocate(2), which os.posix_fallocate cannot call with FALLOC_FL_KEEP_SIZE."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    fallocate = getattr(ctypes.CDLL(name, use_errno=True), "fallocate", None)
+    if fallocate is None:
+        return None
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    fallocate.restype = ctypes.c_int
+    return fallocate  # type: ignore[no-any-return]
+
+
+_FALLOCATE = _libc_fallocate()
 
 
 def whole_batches_size(data: bytes) -> int:
@@ -153,6 +174,8 @@ class LogSegment:
         self._offset_of_max_timestamp = base_offset
         self._rolling_based_timestamp: int | None = None
         self._closed = False
+        self._reserved_to = 0  # file offset up to which disk blocks are allocated
+        self._reserve_failed = False
 
     # -- construction ---------------------------------------------------------------
 
@@ -260,6 +283,9 @@ class LogSegment:
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = max(b.max_timestamp for b in batches)
+        end = position + sum(memoryview(c).nbytes for c in chunks)
+        if end > self._reserved_to:
+            self._reserve(fd, position, end)
         _pwritev_all(fd, chunks, position)
         offset_index = self.offset_index
         time_index = self.time_index
@@ -283,6 +309,27 @@ class LogSegment:
             since += size
         self._bytes_since_last_index_entry = since
         self._size = position
+
+    def _reserve(self, fd: int, position: int, end: int) -> None:
+        """Allocate disk blocks a few MB past ``end`` without changing the file size
+        (FALLOC_FL_KEEP_SIZE), so readers and recovery see only what was written.
+        Writing into allocated blocks skips the filesystem's per-page block allocation:
+        about a third of the cost of a write to the page cache on ext4. Released when
+        the segment stops being active."""
+        if _FALLOCATE is None or self._reserve_failed:
+            return
+        start = max(self._reserved_to, position)
+        target = end + PREALLOCATE_BYTES
+        if _FALLOCATE(fd, FALLOC_FL_KEEP_SIZE, start, target - start) != 0:
+            self._reserve_failed = True  # e.g. a filesystem without fallocate: write anyway
+            return
+        self._reserved_to = target
+
+    def _release_reserved(self) -> None:
+        """Give back the blocks past the end (ftruncate to the same size frees them)."""
+        if self._reserved_to > 0 and self._fd >= 0:
+            os.ftruncate(self._fd, self.size)
+        self._reserved_to = 0
 
     # -- timestamps -----------------------------------------------------------------
 
@@ -601,6 +648,7 @@ class LogSegment:
         old = self.size
         os.ftruncate(self._open(), position)
         self._size = position
+        self._reserved_to = 0
         if position == 0:
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
@@ -627,6 +675,7 @@ class LogSegment:
         """Roll: record the final max timestamp and trim the preallocated indexes."""
         self._active = False
         self._finish_inactive()
+        self._release_reserved()
 
     def flush(self) -> None:
         """fsync data and indexes; called from a worker thread while the event loop
@@ -654,6 +703,7 @@ class LogSegment:
                 # clean start trusts them, so they must be on disk
                 self._offset_index.flush()
                 self._time_index.flush()
+        self._release_reserved()
         self._closed = True
         for index in (self._offset_index, self._time_index):
             if index is not None:

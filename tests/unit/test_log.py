@@ -34,7 +34,7 @@ from kernel.log.records import (
     read_batch_header,
     validate_and_assign_offsets,
 )
-from kernel.log.segment import LogSegment, TimestampAndOffset
+from kernel.log.segment import PREALLOCATE_BYTES, LogSegment, TimestampAndOffset
 from kernel.protocol.errors import ErrorCode, KafkaError
 
 NOW = 1_700_000_000_000
@@ -121,6 +121,23 @@ def test_high_watermark_in_an_older_segment(tmp_path: Path) -> None:
 def log_append(log: Log, data: bytes) -> bytes:
     info = log.append_as_leader(data, leader_epoch=0, now_ms=NOW)
     return log.read(info.first_offset, len(data)).records
+
+
+def test_active_segment_reserves_blocks_past_its_end_without_growing(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    written = sum(len(log_append(log, batch(5))) for _ in range(10))
+    active = log.active_segment
+    stat = os.stat(active.log_path)
+    assert stat.st_size == written == active.size  # readers and recovery see the data only
+    assert stat.st_blocks * 512 >= written + PREALLOCATE_BYTES
+    assert read_all(log) == list(range(50))
+    log.roll(log.log_end_offset, NOW)
+    stat = os.stat(active.log_path)
+    assert stat.st_size == written and stat.st_blocks * 512 < written + PREALLOCATE_BYTES
+    log_append(log, batch(5))
+    log.close()
+    rolled = os.stat(log.active_segment.log_path)
+    assert rolled.st_blocks * 512 < PREALLOCATE_BYTES  # close gives the blocks back too
 
 
 def test_min_one_batch_returns_a_batch_larger_than_max_bytes(tmp_path: Path) -> None:
