@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,6 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 
 READ_COMMITTED = 1
-_INT32 = struct.Struct(">i")
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -142,22 +140,8 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             total += size
             remaining = max(remaining - size, 0)
             if replica_id < 0:
-                metrics.records_out(p.topic, _count_records(info.records), size)
+                metrics.records_out(p.topic, info.records_count, size)
     return total
-
-
-def _count_records(records: bytes | memoryview) -> int:
-    """Records in the whole batches of a fetch, from batch headers only."""
-    count = 0
-    position = 0
-    end = len(records)
-    while position + 61 <= end:
-        batch_end = position + 12 + _INT32.unpack_from(records, position + 8)[0]
-        if batch_end > end:
-            break
-        count += _INT32.unpack_from(records, position + 57)[0]
-        position = batch_end
-    return count
 
 
 class DelayedFetch(DelayedOperation):

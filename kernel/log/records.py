@@ -401,6 +401,21 @@ def validate_and_assign_offsets(
     return chunks, info
 
 
+def whole_batches(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(bytes, records) of the whole batches at the start of ``data``, from the framing
+    and record counts only: for bytes read back from our own log."""
+    position = count = 0
+    end = len(data)
+    unpack = _INT32.unpack_from
+    while position + RECORD_BATCH_OVERHEAD <= end:
+        batch_end = position + LOG_OVERHEAD + unpack(data, position + LENGTH_OFFSET)[0]
+        if batch_end > end:
+            break
+        count += unpack(data, position + RECORDS_COUNT_OFFSET)[0]
+        position = batch_end
+    return position, count
+
+
 def validate_batches(
     records: bytes | bytearray | memoryview,
     *,
@@ -897,5 +912,6 @@ __all__ = [
     "recompress_batch",
     "validate_and_assign_offsets",
     "validate_batches",
+    "whole_batches",
     "write_varint",
 ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,6 @@ from kernel.log.records import (
     BATCH_HEADER,
     CURRENT_MAGIC,
     INT32_MAX,
-    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     NO_TIMESTAMP,
@@ -33,6 +31,7 @@ from kernel.log.records import (
     BatchHeader,
     Chunks,
     iter_records,
+    whole_batches,
 )
 
 LOG_SUFFIX = ".log"
@@ -46,7 +45,6 @@ IOV_MAX = 1024  # Linux's limit on buffers per pwritev
 # Disk blocks reserved ahead of the active segment's end (see LogSegment._reserve).
 PREALLOCATE_BYTES = 8 * 1024 * 1024
 FALLOC_FL_KEEP_SIZE = 0x01
-_LENGTH = struct.Struct(">i")
 
 def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
@@ -87,6 +85,7 @@ class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
     records: bytes | memoryview
     first_entry_incomplete: bool = False
+    records_count: int = 0  # in the whole batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +111,6 @@ def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
 
 
 _FALLOCATE = _libc_fallocate()
-
-
-def whole_batches_size(data: bytes) -> int:
-    """Bytes of ``data`` taken by whole batches (framing only; read from our log)."""
-    position = 0
-    end = len(data)
-    unpack = _LENGTH.unpack_from
-    while position + LOG_OVERHEAD <= end:
-        batch_end = position + LOG_OVERHEAD + unpack(data, position + LENGTH_OFFSET)[0]
-        if batch_end > end:
-            break
-        position = batch_end
-    return position
 
 
 def _pwritev_all(fd: int, chunks: Chunks, position: int) -> None:
@@ -471,10 +457,11 @@ class LogSegment:
         data = os.pread(self._open(), fetch_size, position)
         if adjusted < batch_size:
             return FetchDataInfo(metadata, data, first_entry_incomplete=True)
-        whole = whole_batches_size(data)
+        whole, count = whole_batches(data)
         # Kafka sends the part of the last batch that fits too, and clients drop it;
         # not sending it saves them reading and fetching those bytes twice.
-        return FetchDataInfo(metadata, data if whole == len(data) else memoryview(data)[:whole])
+        return FetchDataInfo(metadata, data if whole == len(data) else memoryview(data)[:whole],
+                             records_count=count)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._open(), header.batch_length + LOG_OVERHEAD, position)

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kernel.testing.embedded import EmbeddedBroker
@@ -26,6 +26,14 @@ def test_metrics_endpoint_shows_request_and_topic_metrics(broker_factory) -> Non
     for _ in range(10):
         producer.produce("metered", b"x" * 100)
     assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "metered"})
+    consumer.assign([TopicPartition("metered", 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 10
+    while got < 10 and time.monotonic() < deadline:
+        got += len(consumer.consume(10, 0.5))
+    consumer.close()
+    assert got == 10
     assert b.broker is not None and b.broker.metrics_port
     url = f"http://127.0.0.1:{b.broker.metrics_port}/metrics"
     text = subprocess.run(["curl", "-sf", url], capture_output=True, text=True, check=True,
@@ -37,6 +45,8 @@ def test_metrics_endpoint_shows_request_and_topic_metrics(broker_factory) -> Non
     assert 'kafkernel_active_connections{listener="PLAINTEXT"}' in text
     assert 'kafkernel_build_info{broker_id="1",version="0.1.0"} 1.0' in text
     assert 'kafkernel_topic_messages_in_total{topic="metered"} 10.0' in text
+    # counted from the fetched batches' headers
+    assert 'kafkernel_topic_messages_out_total{topic="metered"} 10.0' in text
     assert 'kafkernel_log_end_offset{partition="0",topic="metered"} 10.0' in text
     assert 'kafkernel_log_segments{partition="0",topic="metered"} 1.0' in text
     assert 'kafkernel_purgatory_delayed_operations{purgatory="Fetch"}' in text
