@@ -232,10 +232,10 @@ def kcat_properties(properties: Mapping[str, str]) -> list[str]:
     return args
 
 
-def produce_kcat(bootstrap: str, topic: str, path: Path, records: int, record_size: int,
-                 properties: Mapping[str, str], timeout_s: float) -> RunResult:
-    cmd = ["kcat", "-b", bootstrap, "-P", "-t", topic, *kcat_properties(properties),
-           "-l", str(path)]
+def _timed_kcat(cmd: list[str], records: int, record_size: int,
+                timeout_s: float) -> RunResult:
+    """Run kcat once and time it; the run counts ``records`` when kcat exits 0 (each
+    caller checks separately that they really went through)."""
     result = RunResult()
     start = time.perf_counter()
     try:
@@ -249,9 +249,16 @@ def produce_kcat(bootstrap: str, topic: str, path: Path, records: int, record_si
     if done.returncode != 0:
         result.error = f"kcat exit {done.returncode}: {_first_lines(done.stderr)}"
         return result
-    # Whether every record landed is checked after, by the log's growth.
     result.records, result.bytes = records, records * record_size
     return result
+
+
+def produce_kcat(bootstrap: str, topic: str, path: Path, records: int, record_size: int,
+                 properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    """Whether every record landed is checked after, by the log's growth."""
+    cmd = ["kcat", "-b", bootstrap, "-P", "-t", topic, *kcat_properties(properties),
+           "-l", str(path)]
+    return _timed_kcat(cmd, records, record_size, timeout_s)
 
 
 def _first_lines(data: bytes, n: int = 3) -> str:
@@ -344,20 +351,9 @@ def consume_kcat(bootstrap: str, topic: str, records: int, record_size: int,
     """
     cmd = ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
            "-c", str(records), *kcat_properties(properties)]
-    result = RunResult()
-    start = time.perf_counter()
-    try:
-        run = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        result.seconds = time.perf_counter() - start
-        result.timed_out = True
+    result = _timed_kcat(cmd, records, record_size, timeout_s)
+    if not result.ok:
         return result
-    result.seconds = time.perf_counter() - start
-    if run.returncode != 0:
-        result.error = f"kcat exit {run.returncode}: {_first_lines(run.stderr)}"
-        return result
-    result.records, result.bytes = records, records * record_size
     lines, size, problem = _count_kcat_output(cmd, timeout_s)
     if problem:
         result.check = f"could not check: {problem}"
