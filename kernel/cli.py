@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
-import ctypes.util
 import signal
 import sys
 from collections.abc import Sequence
 
 import kernel
 from kernel.config import ConfigError, load_config
+from kernel.libc import libc_function
 from kernel.plugins import installed_plugins
 
 
@@ -63,14 +63,11 @@ def _keep_freed_memory() -> None:
     allocations up to 32 MB from the heap and trimming only beyond 64 MB of free top
     keeps them warm. Only the server binary does this: it is process-wide.
     """
-    name = ctypes.util.find_library("c")
-    if name is None or not sys.platform.startswith("linux"):
+    mallopt = libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    if mallopt is None:
         return
-    libc = ctypes.CDLL(name)
-    if not hasattr(libc, "mallopt"):  # musl has no mallopt
-        return
-    libc.mallopt(M_MMAP_THRESHOLD, HEAP_ALLOCATIONS_UP_TO)
-    libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
+    mallopt(M_MMAP_THRESHOLD, HEAP_ALLOCATIONS_UP_TO)
+    mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

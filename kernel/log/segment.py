@@ -10,7 +10,6 @@ segment is opened lazily, so a clean start reads no segment data at all.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import crc32c as _crc32c
 
+from kernel.libc import libc_function
 from kernel.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
 from kernel.log.records import (
     ATTRIBUTES_OFFSET,
@@ -97,20 +97,10 @@ class TimestampAndOffset:
     leader_epoch: int | None
 
 
-def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
-    """fallocate(2), which os.posix_fallocate cannot call with FALLOC_FL_KEEP_SIZE."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    fallocate = getattr(ctypes.CDLL(name, use_errno=True), "fallocate", None)
-    if fallocate is None:
-        return None
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-    fallocate.restype = ctypes.c_int
-    return fallocate  # type: ignore[no-any-return]
-
-
-_FALLOCATE = _libc_fallocate()
+# fallocate(2): os.posix_fallocate cannot pass FALLOC_FL_KEEP_SIZE.
+_FALLOCATE = libc_function(
+    "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+)
 
 
 def _pwritev_all(fd: int, chunks: Chunks, position: int) -> None:
