@@ -357,6 +357,11 @@ class BrokerConfig:
         "unclean.leader.election.enable", False, "Allow an out-of-sync replica to lead.",
         dynamic=True,
     )
+    fetch_max_bytes: int = setting(
+        "fetch.max.bytes", 4194304, "Most record bytes in one consumer fetch response, "
+        "besides the request's max_bytes (Kafka's default: 55 MB; see ARCHITECTURE.md).",
+        check=at_least(1024), dynamic=True,
+    )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", 104857600, "Largest request frame accepted.",
         check=at_least(1),

@@ -104,6 +104,8 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
     with data returns at least one whole batch even when it is larger than the limits
     (KIP-74), so a consumer can always make progress."""
     remaining = request.max_bytes
+    if replica_id < 0:
+        remaining = min(remaining, ctx.broker.config.fetch_max_bytes)
     total = 0
     read_committed = request.isolation_level == READ_COMMITTED
     metrics = ctx.broker.metrics
@@ -134,6 +136,10 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             continue
         if replica_id >= 0:
             p.update_follower_fetch_state(replica_id, s.fetch_offset)
+        if info.first_entry_incomplete:
+            # As Kafka does from Fetch v3: a batch cut by the limits is not sent; the
+            # partition comes first in a later request and gets it whole (KIP-74).
+            continue
         s.records = info.records
         size = len(info.records)
         if size:

@@ -312,3 +312,47 @@ def test_pipelined_large_produce_requests_land_intact(broker: EmbeddedBroker) ->
     stored = [r.value for _, batch in iter_batches(log.read(0, 1 << 24).records)
               for r in iter_records(batch)]
     assert stored == values
+
+
+def test_broker_fetch_max_bytes_caps_a_consumer_response(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """fetch.max.bytes bounds a response below the request's max_bytes, in whole batches,
+    and still lets the first partition return one batch larger than the cap."""
+    from kernel.log.records import iter_batches
+
+    b = broker_factory({"fetch.max.bytes": 100_000})
+    create_topic(b.bootstrap, "capped", partitions=4)
+    producer = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0,
+                         "batch.num.messages": 1})
+    for p in range(4):
+        for _ in range(3):
+            producer.produce("capped", value=b"x" * 30_000, partition=p)
+    producer.produce("capped", value=b"y" * 250_000, partition=3)
+    producer.flush(10)
+
+    def fetch(offsets: dict[int, int]) -> dict[int, bytes]:
+        request = FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=50 << 20,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=(FetchTopic(topic="capped", partitions=tuple(FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
+                partition_max_bytes=1 << 20) for p, o in offsets.items())),),
+            forgotten_topics_data=(), rack_id="",
+        )
+        with connect(b.bootstrap, timeout=30) as sock:
+            sock.sendall(encode_request(request))
+            frame = recv_frame(sock)
+        assert frame is not None
+        body = decode_response(frame, 1, 11)[1]
+        return {p.partition_index: bytes(p.records or b"")
+                for p in body.responses[0].partitions}
+
+    records = fetch({0: 0, 1: 0, 2: 0, 3: 0})
+    sizes = {p: len(r) for p, r in records.items()}
+    assert 0 < sum(sizes.values()) <= 100_000
+    assert sizes[0] >= 90_000, "the first partition fills the response"
+    for r in records.values():  # whole batches only
+        assert sum(len(batch) for _, batch in iter_batches(r)) == len(r)
+    # Past the cap: the first partition with data still returns its one large batch.
+    records = fetch({3: 3, 0: 0})
+    assert len(records[3]) > 250_000
+    assert records[0] == b""
