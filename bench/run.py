@@ -205,6 +205,9 @@ def measure(broker: Broker, w: Workload, settings: ClientSettings, scale: Scale,
     """``scale.repeats`` runs of one workload, stopping at the first that fails."""
     found = clients.Measurement()
     for n in range(scale.repeats):
+        # Write back what earlier runs left dirty now: the kernel's flusher writes pages
+        # 30 s old, and doing that inside a timed run took a core from it.
+        os.sync()
         try:
             result = run_workload(broker, w, settings, scale, inputs)
         except (KafkaException, OSError, RuntimeError) as e:
