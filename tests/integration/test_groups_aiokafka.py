@@ -18,13 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
 from kernel.testing.embedded import EmbeddedBroker
-
-GROUP_SETTINGS = {
-    "offsets.topic.num.partitions": 3,
-    "group.initial.rebalance.delay.ms": 0,
-    "group.min.session.timeout.ms": 1000,
-}
-SESSION_MS = 3000
+from tests.integration.groups import GROUP_SETTINGS, SESSION_MS
 
 MEMBER_SCRIPT = """
 import asyncio, sys

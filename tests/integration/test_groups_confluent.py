@@ -5,11 +5,6 @@ member rejoins without a rebalance."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,13 +21,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import generate_latest
 
 from kernel.testing.embedded import EmbeddedBroker
-
-GROUP_SETTINGS = {
-    "offsets.topic.num.partitions": 3,
-    "group.initial.rebalance.delay.ms": 0,
-    "group.min.session.timeout.ms": 1000,
-}
-SESSION_MS = 3000
+from tests.integration.groups import (
+    GROUP_SETTINGS,
+    SESSION_MS,
+    PolledMember,
+    split_then_one_dies_and_one_leaves,
+    wait_for,
+)
 
 # A member in its own process, so the test can SIGKILL it (no LeaveGroup is sent).
 MEMBER_SCRIPT = """
@@ -53,16 +48,6 @@ def broker(broker_factory: Callable[..., EmbeddedBroker]) -> EmbeddedBroker:
     return broker_factory(plugin_settings={"coordinator": GROUP_SETTINGS})
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or predicate}")
-
-
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
@@ -75,23 +60,21 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None
     assert producer.flush(10) == 0
 
 
-class MemberThread:
-    """A subscribed consumer polled on its own thread, as an application would."""
+class MemberThread(PolledMember):
+    """A confluent-kafka consumer that records its assignment callbacks."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, client_id: str,
                  **conf: Any) -> None:
-        self.assigned: set[int] = set()
+        super().__init__()
         self.revocations: list[set[int]] = []
         self.assignments: list[set[int]] = []
-        self._stop = threading.Event()
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
             "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300,
             "auto.offset.reset": "earliest", **conf,
         })
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.start()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assignments.append({p.partition for p in partitions})
@@ -99,20 +82,17 @@ class MemberThread:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.revocations.append({p.partition for p in partitions})
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.consumer.poll(0.05)
-            self.assigned = {p.partition for p in self.consumer.assignment()}
-        self.consumer.close()
+    def poll_once(self) -> set[int]:
+        self.consumer.poll(0.05)
+        return {p.partition for p in self.consumer.assignment()}
 
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
+    def close(self) -> None:
+        self.consumer.close()
 
 
 @pytest.fixture
-def members() -> Iterator[list[MemberThread]]:
-    started: list[MemberThread] = []
+def members() -> Iterator[list[PolledMember]]:
+    started: list[PolledMember] = []
     yield started
     for m in started:
         m.leave()
@@ -135,43 +115,23 @@ def stable_with(admin: AdminClient, group: str, clients: set[str], partitions: i
 
 
 def test_members_split_partitions_then_one_leaves_and_one_dies(
-    broker: EmbeddedBroker, members: list[MemberThread]
+    broker: EmbeddedBroker, members: list[PolledMember]
 ) -> None:
     topic, group = "orders", "split"
     create_topic(broker.bootstrap, topic, 6)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    members.append(MemberThread(broker.bootstrap, group, topic, "a"))
-    members.append(MemberThread(broker.bootstrap, group, topic, "b"))
-    doomed = subprocess.Popen(
-        [sys.executable, "-c", MEMBER_SCRIPT, broker.bootstrap, group, topic, "c",
-         str(SESSION_MS)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: stable_with(admin, group, {"a", "b", "c"}, 6), 30,
-                 "three members sharing six partitions")
-        _, assignment = described(admin, group)
-        assert sorted(len(ps) for ps in assignment.values()) == [2, 2, 2]
 
-        killed_at = time.monotonic()
-        os.kill(doomed.pid, signal.SIGKILL)
-        doomed.wait(5)
-        wait_for(lambda: stable_with(admin, group, {"a", "b"}, 6), 20,
-                 "the survivors taking the killed member's partitions")
-        recovered_s = time.monotonic() - killed_at
+    def view() -> tuple[bool, dict[str, set[int]]]:
+        state, assignment = described(admin, group)
+        return state == "STABLE", assignment
+
+    split_then_one_dies_and_one_leaves(
+        start_member=lambda client_id: MemberThread(broker.bootstrap, group, topic, client_id),
+        members=members, member_script=MEMBER_SCRIPT, bootstrap=broker.bootstrap,
+        group=group, topic=topic, view=view,
         # The session timeout, then one rejoin round driven by heartbeats.
-        assert recovered_s < SESSION_MS / 1000 + 5, recovered_s
-        wait_for(lambda: members[0].assigned | members[1].assigned == set(range(6)))
-    finally:
-        if doomed.poll() is None:
-            doomed.kill()
-            doomed.wait(5)
-
-    members[0].leave()
-    members.pop(0)
-    wait_for(lambda: stable_with(admin, group, {"b"}, 6), 15,
-             "the last member owning every partition")
-    wait_for(lambda: members[0].assigned == set(range(6)))
+        recovery_bound_s=SESSION_MS / 1000 + 5,
+    )
 
 
 def test_committed_offsets_resume_after_consumer_and_broker_restart(
@@ -221,7 +181,7 @@ def test_committed_offsets_resume_after_consumer_and_broker_restart(
 
 
 def test_cooperative_sticky_moves_only_what_it_must(
-    broker: EmbeddedBroker, members: list[MemberThread]
+    broker: EmbeddedBroker, members: list[PolledMember]
 ) -> None:
     topic, group = "sticky", "cooperative"
     create_topic(broker.bootstrap, topic, 4)
@@ -254,7 +214,7 @@ def rebalances(broker: EmbeddedBroker) -> float:
 
 
 def test_static_member_rejoins_without_a_rebalance(
-    broker: EmbeddedBroker, members: list[MemberThread]
+    broker: EmbeddedBroker, members: list[PolledMember]
 ) -> None:
     topic, group = "static", "statics"
     create_topic(broker.bootstrap, topic, 4)

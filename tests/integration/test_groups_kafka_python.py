@@ -5,14 +5,8 @@ offsets, alter, OffsetDelete, remove members, delete)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -21,13 +15,13 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from kernel.testing.embedded import EmbeddedBroker
-
-GROUP_SETTINGS = {
-    "offsets.topic.num.partitions": 3,
-    "group.initial.rebalance.delay.ms": 0,
-    "group.min.session.timeout.ms": 1000,
-}
-SESSION_MS = 3000
+from tests.integration.groups import (
+    GROUP_SETTINGS,
+    SESSION_MS,
+    PolledMember,
+    split_then_one_dies_and_one_leaves,
+    wait_for,
+)
 
 MEMBER_SCRIPT = """
 import sys
@@ -53,16 +47,6 @@ def admin(broker: EmbeddedBroker) -> Iterator[KafkaAdminClient]:
     client.close()
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or predicate}")
-
-
 def produce(bootstrap: str, topic: str, count: int) -> None:
     # confluent-kafka's producer: kafka-python's defaults to idempotence, which needs
     # the transaction plugin.
@@ -74,34 +58,29 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
     assert producer.flush(10) == 0
 
 
-class MemberThread:
+class MemberThread(PolledMember):
     def __init__(self, bootstrap: str, group: str, topic: str, client_id: str) -> None:
-        self.assigned: set[int] = set()
-        self._stop = threading.Event()
+        super().__init__()
         self._consumer = KafkaConsumer(
             topic, bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=300,
             auto_offset_reset="earliest",
         )
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            # Long enough for a whole rebalance: kafka-python 3.0 can drop a SyncGroup
-            # response that arrives just as a short poll gives up on the rebalance.
-            self._consumer.poll(1000)
-            self.assigned = {tp.partition for tp in self._consumer.assignment()}
+    def poll_once(self) -> set[int]:
+        # Long enough for a whole rebalance: kafka-python 3.0 can drop a SyncGroup
+        # response that arrives just as a short poll gives up on the rebalance.
+        self._consumer.poll(1000)
+        return {tp.partition for tp in self._consumer.assignment()}
+
+    def close(self) -> None:
         self._consumer.close()
-
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
 
 
 @pytest.fixture
-def members() -> Iterator[list[MemberThread]]:
-    started: list[MemberThread] = []
+def members() -> Iterator[list[PolledMember]]:
+    started: list[PolledMember] = []
     yield started
     for m in started:
         m.leave()
@@ -123,33 +102,22 @@ def stable_with(admin: KafkaAdminClient, group: str, clients: set[str], partitio
 
 
 def test_members_split_partitions_then_one_leaves_and_one_dies(
-    broker: EmbeddedBroker, admin: KafkaAdminClient, members: list[MemberThread]
+    broker: EmbeddedBroker, admin: KafkaAdminClient, members: list[PolledMember]
 ) -> None:
     topic, group = "kp-orders", "kp-split"
     admin.create_topics([NewTopic(topic, 6, 1)])
-    members.append(MemberThread(broker.bootstrap, group, topic, "a"))
-    members.append(MemberThread(broker.bootstrap, group, topic, "b"))
-    doomed = subprocess.Popen(
-        [sys.executable, "-c", MEMBER_SCRIPT, broker.bootstrap, group, topic, "c",
-         str(SESSION_MS)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+
+    def view() -> tuple[bool, dict[str, set[int]]]:
+        state, assignment = group_view(admin, group)
+        return state == "Stable", assignment
+
+    split_then_one_dies_and_one_leaves(
+        start_member=lambda client_id: MemberThread(broker.bootstrap, group, topic, client_id),
+        members=members, member_script=MEMBER_SCRIPT, bootstrap=broker.bootstrap,
+        group=group, topic=topic, view=view,
+        # The session timeout, then a rejoin round paced by kafka-python's 1 s polls.
+        recovery_bound_s=SESSION_MS / 1000 + 10,
     )
-    try:
-        wait_for(lambda: stable_with(admin, group, {"a", "b", "c"}, 6), 30,
-                 "three members sharing six partitions")
-        assert sorted(len(ps) for ps in group_view(admin, group)[1].values()) == [2, 2, 2]
-        os.kill(doomed.pid, signal.SIGKILL)
-        doomed.wait(5)
-        wait_for(lambda: stable_with(admin, group, {"a", "b"}, 6), SESSION_MS / 1000 + 10,
-                 "the survivors taking the killed member's partitions")
-        wait_for(lambda: members[0].assigned | members[1].assigned == set(range(6)))
-    finally:
-        if doomed.poll() is None:
-            doomed.kill()
-            doomed.wait(5)
-    members.pop(0).leave()
-    wait_for(lambda: stable_with(admin, group, {"b"}, 6), 15, "one member owning everything")
-    wait_for(lambda: members[0].assigned == set(range(6)))
 
 
 def test_committed_offsets_resume_after_consumer_and_broker_restart(
@@ -188,7 +156,7 @@ def test_committed_offsets_resume_after_consumer_and_broker_restart(
 
 
 def test_admin_group_apis(
-    broker: EmbeddedBroker, admin: KafkaAdminClient, members: list[MemberThread]
+    broker: EmbeddedBroker, admin: KafkaAdminClient, members: list[PolledMember]
 ) -> None:
     topic, other = "kp-admin", "kp-other"
     admin.create_topics([NewTopic(topic, 2, 1), NewTopic(other, 1, 1)])
