@@ -871,19 +871,33 @@ class GroupCoordinatorShard:
     def _validate_sync(
         self, group: GroupMetadata | None, request: SyncGroupRequest
     ) -> ErrorCode | None:
-        if group is None:
-            return ErrorCode.unknown_member_id
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        error = self._validate_current_member(group, request.member_id, request.group_instance_id)
+        error = self._validate_generation_member(
+            group, request.member_id, request.group_instance_id, request.generation_id
+        )
         if error is not None:
             return error
-        if request.generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+        assert group is not None  # the checks above answer a missing group
         if request.protocol_type is not None and request.protocol_type != group.protocol_type:
             return ErrorCode.inconsistent_group_protocol
         if request.protocol_name is not None and request.protocol_name != group.protocol_name:
             return ErrorCode.inconsistent_group_protocol
+        return None
+
+    def _validate_generation_member(
+        self, group: GroupMetadata | None, member_id: str, group_instance_id: str | None,
+        generation_id: int,
+    ) -> ErrorCode | None:
+        """What SyncGroup and Heartbeat check first, in Kafka's order: the group exists
+        and lives, the member is current, and it is of this generation."""
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
         return None
 
     def _complete_sync(self, group: GroupMetadata, request: SyncGroupRequest, fx: _Effects) -> None:
@@ -960,15 +974,12 @@ class GroupCoordinatorShard:
 
     def _heartbeat(self, request: HeartbeatRequest, fx: _Effects) -> ErrorCode:
         group = self._groups.get(request.group_id)
-        if group is None:
-            return ErrorCode.unknown_member_id
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        error = self._validate_current_member(group, request.member_id, request.group_instance_id)
+        error = self._validate_generation_member(
+            group, request.member_id, request.group_instance_id, request.generation_id
+        )
         if error is not None:
             return error
-        if request.generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+        assert group is not None  # the checks above answer a missing group
         if group.is_in(GroupState.EMPTY):
             return ErrorCode.unknown_member_id
         member = group.members[request.member_id]
