@@ -121,6 +121,24 @@ class GroupCoordinatorService:
         """Run ``op`` on the shard owning ``group_id``; its response once committed."""
         return self.runtime.write(self.partition_of(group_id), op)
 
+    async def member_write(
+        self, ctx: KernelRequestContext, group_id: str,
+        op: Callable[[GroupCoordinatorShard, RequestContext, Hashable], CoordinatorResult[T]],
+        error_response: Callable[[ErrorCode], T],
+    ) -> T:
+        """A member's request (join, sync, heartbeat, leave): READ on the group, then
+        ``op`` on its shard; a denial or a runtime failure is answered with
+        ``error_response`` of the code a client expects."""
+        if not self.authorize(ctx, "READ", "GROUP", group_id):
+            return error_response(ErrorCode.group_authorization_failed)
+        shard_ctx = self.shard_context(ctx)
+        try:
+            return await self.write(
+                group_id, lambda shard, reply_to: op(shard, shard_ctx, reply_to)
+            )
+        except KafkaError as e:
+            return error_response(self.error_code(e))
+
     def read(self, group_id: str, fn: Callable[[GroupCoordinatorShard], T]) -> asyncio.Future[T]:
         return self.runtime.read(self.partition_of(group_id), fn)
 

@@ -258,6 +258,19 @@ def test_heartbeat_sync_and_leave_errors(broker: EmbeddedBroker) -> None:
     assert [m.error_code for m in batch.members] == [ErrorCode.none, ErrorCode.unknown_member_id]
     assert beat(member_id, generation) == ErrorCode.unknown_member_id
 
+    # A group the session may not READ: every member request is refused before the shard.
+    denied = ErrorCode.group_authorization_failed
+    assert beat(member_id, generation, "w-locked") == denied
+    assert call(broker, sync_v5.SyncGroupRequest(
+        group_id="w-locked", generation_id=generation, member_id=member_id,
+        group_instance_id=None, protocol_type="consumer", protocol_name="range",
+        assignments=(),
+    )).error_code == denied
+    assert call(broker, LeaveV0(group_id="w-locked", member_id=member_id)).error_code == denied
+    assert call(broker, leave_v5.LeaveGroupRequest(group_id="w-locked", members=(
+        leave_v5.MemberIdentity(member_id=member_id, group_instance_id=None, reason=None),
+    ))).error_code == denied
+
 
 def test_admin_group_errors(broker: EmbeddedBroker) -> None:
     member_id, generation = stable_member(broker, "w-busy")

@@ -10,7 +10,6 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from kernel.protocol.build import response_module
-from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
@@ -23,19 +22,16 @@ MAX_VERSION = 4
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     beat = to_version(request, HeartbeatRequest)
-    if not service.authorize(ctx, "READ", "GROUP", beat.group_id):
-        error = ErrorCode.group_authorization_failed
-    else:
-        shard_ctx = service.shard_context(ctx)
-        try:
-            response = await service.write(
-                beat.group_id, lambda shard, _reply_to: shard.heartbeat(shard_ctx, beat)
-            )
-            error = response.error_code
-        except KafkaError as e:
-            error = service.error_code(e)
-            if error == ErrorCode.coordinator_load_in_progress:
-                # As Kafka: answer blindly while loading, the member's state is coming back.
-                error = ErrorCode.none
-    return to_version(HeartbeatResponse(throttle_time=datetime.timedelta(0), error_code=error),
-                      m.HeartbeatResponse)
+
+    def failed(error: ErrorCode) -> HeartbeatResponse:
+        if error == ErrorCode.coordinator_load_in_progress:
+            # As Kafka: answer blindly while loading, the member's state is coming back.
+            error = ErrorCode.none
+        return HeartbeatResponse(throttle_time=datetime.timedelta(0), error_code=error)
+
+    response = await service.member_write(
+        ctx, beat.group_id,
+        lambda shard, shard_ctx, _reply_to: shard.heartbeat(shard_ctx, beat),
+        failed,
+    )
+    return to_version(response, m.HeartbeatResponse)

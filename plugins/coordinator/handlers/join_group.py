@@ -11,7 +11,6 @@ from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.join_group.v9.response import JoinGroupResponse
 
 from kernel.protocol.build import response_module
-from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
@@ -24,24 +23,18 @@ MAX_VERSION = 9
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     joining = to_version(request, JoinGroupRequest)
-    if not service.authorize(ctx, "READ", "GROUP", joining.group_id):
-        response = error_response(joining.member_id, ErrorCode.group_authorization_failed)
-    else:
-        shard_ctx = service.shard_context(ctx)
-        try:
-            response = await service.write(
-                joining.group_id,
-                lambda shard, reply_to: shard.join_group(shard_ctx, joining, reply_to),
-            )
-        except KafkaError as e:
-            response = error_response(joining.member_id, service.error_code(e))
-        if (
-            response.error_code == ErrorCode.none
-            and response.leader == response.member_id
-            and response.members
-        ):
-            # Only the leader's response lists members: one per generation formed.
-            service.metrics.rebalances.inc()
+    response = await service.member_write(
+        ctx, joining.group_id,
+        lambda shard, shard_ctx, reply_to: shard.join_group(shard_ctx, joining, reply_to),
+        lambda error: error_response(joining.member_id, error),
+    )
+    if (
+        response.error_code == ErrorCode.none
+        and response.leader == response.member_id
+        and response.members
+    ):
+        # Only the leader's response lists members: one per generation formed.
+        service.metrics.rebalances.inc()
     return to_version(response, m.JoinGroupResponse)
 
 

@@ -11,7 +11,6 @@ from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.leave_group.v5.response import LeaveGroupResponse
 
 from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
@@ -29,17 +28,11 @@ async def handle(service: GroupCoordinatorService, ctx: RequestContext, request:
         ))
     else:
         leaving = to_version(request, LeaveGroupRequest)
-    if not service.authorize(ctx, "READ", "GROUP", leaving.group_id):
-        response = _error(ErrorCode.group_authorization_failed)
-    else:
-        shard_ctx = service.shard_context(ctx)
-        try:
-            response = await service.write(
-                leaving.group_id,
-                lambda shard, _reply_to: shard.leave_group(shard_ctx, leaving),
-            )
-        except KafkaError as e:
-            response = _error(service.error_code(e))
+    response = await service.member_write(
+        ctx, leaving.group_id,
+        lambda shard, shard_ctx, _reply_to: shard.leave_group(shard_ctx, leaving),
+        _error,
+    )
     if ctx.api_version < 3:
         error = response.error_code
         if error == ErrorCode.none and response.members:

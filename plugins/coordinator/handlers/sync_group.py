@@ -11,7 +11,6 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from kernel.protocol.build import response_module
-from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
@@ -24,22 +23,19 @@ MAX_VERSION = 5
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     syncing = to_version(request, SyncGroupRequest)
-    if not service.authorize(ctx, "READ", "GROUP", syncing.group_id):
-        response = error_response(ErrorCode.group_authorization_failed)
-    else:
-        shard_ctx = service.shard_context(ctx)
-        try:
-            response = await service.write(
-                syncing.group_id,
-                lambda shard, reply_to: shard.sync_group(shard_ctx, syncing, reply_to),
-            )
-        except KafkaError as e:
-            error = service.error_code(e)
-            if error == ErrorCode.coordinator_load_in_progress:
-                # The rebalance died with the previous coordinator: make the member
-                # rejoin (old clients do not expect load-in-progress here).
-                error = ErrorCode.rebalance_in_progress
-            response = error_response(error)
+
+    def failed(error: ErrorCode) -> SyncGroupResponse:
+        if error == ErrorCode.coordinator_load_in_progress:
+            # The rebalance died with the previous coordinator: make the member rejoin
+            # (old clients do not expect load-in-progress here).
+            error = ErrorCode.rebalance_in_progress
+        return error_response(error)
+
+    response = await service.member_write(
+        ctx, syncing.group_id,
+        lambda shard, shard_ctx, reply_to: shard.sync_group(shard_ctx, syncing, reply_to),
+        failed,
+    )
     return to_version(response, m.SyncGroupResponse)
 
 
