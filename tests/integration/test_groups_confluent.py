@@ -6,7 +6,7 @@ member rejoins without a rebalance."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -88,14 +88,6 @@ class MemberThread(PolledMember):
 
     def close(self) -> None:
         self.consumer.close()
-
-
-@pytest.fixture
-def members() -> Iterator[list[PolledMember]]:
-    started: list[PolledMember] = []
-    yield started
-    for m in started:
-        m.leave()
 
 
 def described(admin: AdminClient, group: str) -> tuple[str, dict[str, set[int]]]:

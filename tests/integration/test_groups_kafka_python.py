@@ -78,14 +78,6 @@ class MemberThread(PolledMember):
         self._consumer.close()
 
 
-@pytest.fixture
-def members() -> Iterator[list[PolledMember]]:
-    started: list[PolledMember] = []
-    yield started
-    for m in started:
-        m.leave()
-
-
 def group_view(admin: KafkaAdminClient, group: str) -> tuple[str, dict[str, set[int]]]:
     d = admin.describe_groups([group])[group]
     assignment: dict[str, set[int]] = {}
