@@ -356,3 +356,32 @@ def test_broker_fetch_max_bytes_caps_a_consumer_response(broker_factory) -> None
     records = fetch({3: 3, 0: 0})
     assert len(records[3]) > 250_000
     assert records[0] == b""
+
+
+def test_clients_read_every_partition_through_the_smallest_fetch_cap(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """With fetch.max.bytes at its minimum every response carries one partition's first
+    batch; librdkafka and kafka-python still read every partition to the end."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    b = broker_factory({"fetch.max.bytes": 1024})
+    create_topic(b.bootstrap, "tiny-cap", partitions=4)
+    producer = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for i in range(400):
+        producer.produce("tiny-cap", key=str(i).encode(), value=b"v" * 900, partition=i % 4)
+        if i % 50 == 0:
+            producer.flush(10)  # several batches per partition
+    producer.flush(10)
+    messages = consume_all(b.bootstrap, "tiny-cap", 4, 400)
+    assert sorted(int(m.key()) for m in messages) == list(range(400))
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=10000)
+    consumer.assign([KTP("tiny-cap", p) for p in range(4)])
+    consumer.seek_to_beginning()
+    keys = set()
+    for msg in consumer:
+        keys.add(int(msg.key))
+        if len(keys) == 400:
+            break
+    consumer.close()
+    assert keys == set(range(400))
