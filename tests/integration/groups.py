@@ -15,6 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# (stable?, client id -> assigned partitions), as a client's admin API describes a group.
+GroupView = Callable[[], tuple[bool, dict[str, set[int]]]]
+
 GROUP_SETTINGS = {
     "offsets.topic.num.partitions": 3,
     "group.initial.rebalance.delay.ms": 0,
@@ -31,6 +34,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = ""
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+def stable_with(view: GroupView, clients: set[str], partitions: int) -> bool:
+    """The group is stable, its members are ``clients``, and they own every partition
+    once between them."""
+    stable, assignment = view()
+    owned = sorted(p for ps in assignment.values() for p in ps)
+    return stable and set(assignment) == clients and owned == list(range(partitions))
 
 
 class PolledMember:
@@ -87,33 +98,27 @@ def split_then_one_dies_and_one_leaves(
     bootstrap: str,
     group: str,
     topic: str,
-    view: Callable[[], tuple[bool, dict[str, set[int]]]],
+    view: GroupView,
     recovery_bound_s: float,
 ) -> None:
     """Two members on threads ("a", "b") and one in a process ("c") share a topic of six
     partitions two each; "c" is SIGKILLed (no LeaveGroup) and the survivors take its
-    partitions within ``recovery_bound_s``; "a" leaves and "b" owns everything.
-    ``view`` returns (stable?, client id -> assigned partitions) as the admin API sees
-    the group."""
-
-    def stable_with(clients: set[str]) -> bool:
-        stable, assignment = view()
-        owned = sorted(p for ps in assignment.values() for p in ps)
-        return stable and set(assignment) == clients and owned == list(range(6))
+    partitions within ``recovery_bound_s``; "a" leaves and "b" owns everything."""
 
     members.append(start_member("a"))
     members.append(start_member("b"))
     with member_process(member_script, bootstrap, group, topic, "c") as doomed:
-        wait_for(lambda: stable_with({"a", "b", "c"}), 30, "three members sharing six partitions")
+        wait_for(lambda: stable_with(view, {"a", "b", "c"}, 6), 30,
+                 "three members sharing six partitions")
         assert sorted(len(ps) for ps in view()[1].values()) == [2, 2, 2]
         killed_at = time.monotonic()
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait(5)
-        wait_for(lambda: stable_with({"a", "b"}), SESSION_MS / 1000 + 10,
+        wait_for(lambda: stable_with(view, {"a", "b"}, 6), SESSION_MS / 1000 + 10,
                  "the survivors taking the killed member's partitions")
         recovered_s = time.monotonic() - killed_at
         assert recovered_s < recovery_bound_s, recovered_s
         wait_for(lambda: members[0].assigned | members[1].assigned == set(range(6)))
     members.pop(0).leave()
-    wait_for(lambda: stable_with({"b"}), 15, "the last member owning every partition")
+    wait_for(lambda: stable_with(view, {"b"}, 6), 15, "the last member owning every partition")
     wait_for(lambda: members[0].assigned == set(range(6)))

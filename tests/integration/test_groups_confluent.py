@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from tests.integration.groups import (
     SESSION_MS,
     PolledMember,
     split_then_one_dies_and_one_leaves,
+    stable_with,
     wait_for,
 )
 
@@ -90,20 +92,12 @@ class MemberThread(PolledMember):
         self.consumer.close()
 
 
-def described(admin: AdminClient, group: str) -> tuple[str, dict[str, set[int]]]:
-    """(state, client id -> assigned partitions) as DescribeGroups reports them."""
+def described(admin: AdminClient, group: str) -> tuple[bool, dict[str, set[int]]]:
+    """(stable?, client id -> assigned partitions) as DescribeConsumerGroups reports them."""
     d = admin.describe_consumer_groups([group])[group].result(10)
     assignment = {m.client_id: {tp.partition for tp in m.assignment.topic_partitions}
                   for m in d.members}
-    return d.state.name, assignment
-
-
-def stable_with(admin: AdminClient, group: str, clients: set[str], partitions: int) -> bool:
-    state, assignment = described(admin, group)
-    if state != "STABLE" or set(assignment) != clients:
-        return False
-    owned = [p for ps in assignment.values() for p in ps]
-    return sorted(owned) == list(range(partitions))
+    return d.state.name == "STABLE", assignment
 
 
 def test_members_split_partitions_then_one_leaves_and_one_dies(
@@ -113,14 +107,10 @@ def test_members_split_partitions_then_one_leaves_and_one_dies(
     create_topic(broker.bootstrap, topic, 6)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
 
-    def view() -> tuple[bool, dict[str, set[int]]]:
-        state, assignment = described(admin, group)
-        return state == "STABLE", assignment
-
     split_then_one_dies_and_one_leaves(
         start_member=lambda client_id: MemberThread(broker.bootstrap, group, topic, client_id),
         members=members, member_script=MEMBER_SCRIPT, bootstrap=broker.bootstrap,
-        group=group, topic=topic, view=view,
+        group=group, topic=topic, view=partial(described, admin, group),
         # The session timeout, then one rejoin round driven by heartbeats.
         recovery_bound_s=SESSION_MS / 1000 + 5,
     )
@@ -178,6 +168,7 @@ def test_cooperative_sticky_moves_only_what_it_must(
     topic, group = "sticky", "cooperative"
     create_topic(broker.bootstrap, topic, 4)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    view = partial(described, admin, group)
     conf = {"partition.assignment.strategy": "cooperative-sticky"}
     first = MemberThread(broker.bootstrap, group, topic, "first", **conf)
     members.append(first)
@@ -187,7 +178,7 @@ def test_cooperative_sticky_moves_only_what_it_must(
 
     second = MemberThread(broker.bootstrap, group, topic, "second", **conf)
     members.append(second)
-    wait_for(lambda: stable_with(admin, group, {"first", "second"}, 4), 20,
+    wait_for(lambda: stable_with(view, {"first", "second"}, 4), 20,
              "an even split")
     wait_for(lambda: len(first.assigned) == 2 and len(second.assigned) == 2)
     # Incremental: the first member gave up two partitions and kept two throughout.
@@ -211,13 +202,14 @@ def test_static_member_rejoins_without_a_rebalance(
     topic, group = "static", "statics"
     create_topic(broker.bootstrap, topic, 4)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    view = partial(described, admin, group)
     conf = {"session.timeout.ms": 6000}
     s1 = MemberThread(broker.bootstrap, group, topic, "s1", **{"group.instance.id": "s-1"},
                       **conf)
     s2 = MemberThread(broker.bootstrap, group, topic, "s2", **{"group.instance.id": "s-2"},
                       **conf)
     members.extend([s1, s2])
-    wait_for(lambda: stable_with(admin, group, {"s1", "s2"}, 4), 20, "two static members")
+    wait_for(lambda: stable_with(view, {"s1", "s2"}, 4), 20, "two static members")
     wait_for(lambda: len(s1.assigned) == 2 and len(s2.assigned) == 2)
     before = rebalances(broker)
     s1_partitions = set(s1.assigned)
@@ -230,7 +222,7 @@ def test_static_member_rejoins_without_a_rebalance(
                              **{"group.instance.id": "s-1"}, **conf)
     members.append(restarted)
     wait_for(lambda: restarted.assigned == s1_partitions, 15, "the same partitions back")
-    assert stable_with(admin, group, {"s1", "s2"}, 4)
+    assert stable_with(view, {"s1", "s2"}, 4)
     assert rebalances(broker) == before
     assert len(s2.revocations) == revocations_of_s2
 
