@@ -125,10 +125,13 @@ class GroupCoordinatorService:
         self, ctx: KernelRequestContext, group_id: str,
         op: Callable[[GroupCoordinatorShard, RequestContext, Hashable], CoordinatorResult[T]],
         error_response: Callable[[ErrorCode], T],
+        *,
+        while_loading: ErrorCode = ErrorCode.coordinator_load_in_progress,
     ) -> T:
         """A member's request (join, sync, heartbeat, leave): READ on the group, then
         ``op`` on its shard; a denial or a runtime failure is answered with
-        ``error_response`` of the code a client expects."""
+        ``error_response`` of the code a client expects, ``while_loading`` when the
+        group's partition is still being loaded."""
         if not self.authorize(ctx, "READ", "GROUP", group_id):
             return error_response(ErrorCode.group_authorization_failed)
         shard_ctx = self.shard_context(ctx)
@@ -137,7 +140,10 @@ class GroupCoordinatorService:
                 group_id, lambda shard, reply_to: op(shard, shard_ctx, reply_to)
             )
         except KafkaError as e:
-            return error_response(self.error_code(e))
+            error = self.error_code(e)
+            if error == ErrorCode.coordinator_load_in_progress:
+                error = while_loading
+            return error_response(error)
 
     def read(self, group_id: str, fn: Callable[[GroupCoordinatorShard], T]) -> asyncio.Future[T]:
         return self.runtime.read(self.partition_of(group_id), fn)

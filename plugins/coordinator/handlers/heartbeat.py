@@ -22,16 +22,11 @@ MAX_VERSION = 4
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     beat = to_version(request, HeartbeatRequest)
-
-    def failed(error: ErrorCode) -> HeartbeatResponse:
-        if error == ErrorCode.coordinator_load_in_progress:
-            # As Kafka: answer blindly while loading, the member's state is coming back.
-            error = ErrorCode.none
-        return HeartbeatResponse(throttle_time=datetime.timedelta(0), error_code=error)
-
     response = await service.member_write(
         ctx, beat.group_id,
         lambda shard, shard_ctx, _reply_to: shard.heartbeat(shard_ctx, beat),
-        failed,
+        lambda error: HeartbeatResponse(throttle_time=datetime.timedelta(0), error_code=error),
+        # As Kafka: answer blindly while loading, the member's state is coming back.
+        while_loading=ErrorCode.none,
     )
     return to_version(response, m.HeartbeatResponse)

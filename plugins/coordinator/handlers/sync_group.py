@@ -23,18 +23,13 @@ MAX_VERSION = 5
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     syncing = to_version(request, SyncGroupRequest)
-
-    def failed(error: ErrorCode) -> SyncGroupResponse:
-        if error == ErrorCode.coordinator_load_in_progress:
-            # The rebalance died with the previous coordinator: make the member rejoin
-            # (old clients do not expect load-in-progress here).
-            error = ErrorCode.rebalance_in_progress
-        return error_response(error)
-
     response = await service.member_write(
         ctx, syncing.group_id,
         lambda shard, shard_ctx, reply_to: shard.sync_group(shard_ctx, syncing, reply_to),
-        failed,
+        error_response,
+        # The rebalance died with the previous coordinator: make the member rejoin (old
+        # clients do not expect load-in-progress here).
+        while_loading=ErrorCode.rebalance_in_progress,
     )
     return to_version(response, m.SyncGroupResponse)
 
