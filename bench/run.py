@@ -2,15 +2,16 @@
 
     .venv/bin/python -m bench.run [--quick] [--partitions N]
 
-Starts the mock cluster, runs every workload, stops it; starts ``kafkernel serve`` with
-its data in a temporary directory, runs the same workloads, stops it; prints absolute
-figures and kafkernel/mock ratios, and writes them to bench/results/latest.json. See
-bench/README.md for what each figure means.
+Starts the mock cluster and ``kafkernel serve`` (its data in a temporary directory), runs
+every workload on both, taking turns run by run, then each latency run; stops them;
+prints absolute figures and kafkernel/mock ratios, and writes them to
+bench/results/latest.json. See bench/README.md for what each figure means.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
@@ -200,27 +201,21 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
         b, w.topic, w.records, w.record_size, props, timeout))
 
 
-def measure(broker: Broker, w: Workload, settings: ClientSettings, scale: Scale,
-            inputs: dict[int, Path]) -> clients.Measurement:
-    """``scale.repeats`` runs of one workload, stopping at the first that fails."""
-    found = clients.Measurement()
-    for n in range(scale.repeats):
-        # Write back what earlier runs left dirty now: the kernel's flusher writes pages
-        # 30 s old, and doing that inside a timed run took a core from it.
-        os.sync()
-        try:
-            result = run_workload(broker, w, settings, scale, inputs)
-        except (KafkaException, OSError, RuntimeError) as e:
-            result = clients.RunResult(error=f"{type(e).__name__}: {e}")
-        found.runs.append(result)
-        tag = f" [{n + 1}/{scale.repeats}]" if scale.repeats > 1 else ""
-        progress(f"[{broker.name}] {_progress_line(w, result)}{tag}")
-        if not result.ok:
-            break
-        if w.kind == "produce":
-            broker.recycle_topic(w.topic, w.partitions)
-            clients.await_topics(broker.bootstrap, [w.topic], w.partitions)
-    return found
+def measure_once(broker: Broker, w: Workload, settings: ClientSettings, scale: Scale,
+                 inputs: dict[int, Path], tag: str) -> clients.RunResult:
+    """One timed run of a workload; a produce topic is emptied again afterwards."""
+    # Write back what earlier runs left dirty now: the kernel's flusher writes pages
+    # 30 s old, and doing that inside a timed run took a core from it.
+    os.sync()
+    try:
+        result = run_workload(broker, w, settings, scale, inputs)
+    except (KafkaException, OSError, RuntimeError) as e:
+        result = clients.RunResult(error=f"{type(e).__name__}: {e}")
+    progress(f"[{broker.name}] {_progress_line(w, result)}{tag}")
+    if result.ok and w.kind == "produce":
+        broker.recycle_topic(w.topic, w.partitions)
+        clients.await_topics(broker.bootstrap, [w.topic], w.partitions)
+    return result
 
 
 # This machine is a VM whose memory the host maps on the guest's first touch of a page:
@@ -298,55 +293,123 @@ def _run_latency(broker: Broker, run: BrokerRun, partitions: int, settings: Clie
                  + (f" ({lat.error})" if lat.error else ""))
 
 
-def run_broker(broker: Broker, plan: list[Workload], partitions: int,
-               settings: ClientSettings, scale: Scale, inputs: dict[int, Path],
-               with_latency: bool) -> BrokerRun:
-    run = BrokerRun(broker.name)
+@dataclasses.dataclass
+class Contender:
+    """A started broker and what has been measured on it."""
+
+    broker: Broker
+    run: BrokerRun
+    # Workloads that cannot run on this broker, with the reason.
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    consume_works: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.run.error is None or self.run.error.endswith("consume and latency skipped")
+
+
+def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: ClientSettings,
+            scale: Scale, with_latency: bool) -> Contender:
+    """Start-up, topics, preflight and the untimed consume logs of one started broker."""
+    c = Contender(broker, BrokerRun(broker.name))
+    run = c.run
     try:
-        with broker:
-            run.info = broker.describe()
-            progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid})")
-            started = broker.sample()
-            run.milestone("started", started)
-            if started is not None and broker.reset_peak():
-                run.startup_peak_kb = started.hwm_kb
-                run.milestone("peak reset", broker.sample())
-            run.topic_creation = _create_all_topics(broker, plan, partitions, settings,
-                                                    with_latency)
-            run.milestone("topics created", broker.sample())
-            produce_problem, consume_problem = preflight(broker.bootstrap, partitions,
-                                                         settings)
-            if produce_problem:
-                run.error = f"preflight: {produce_problem}; workloads skipped"
-                progress(f"[{broker.name}] {run.error}")
-                run.final = broker.sample()
-                return run
-            if consume_problem:
-                run.error = f"preflight: {consume_problem}; consume and latency skipped"
-                progress(f"[{broker.name}] {run.error}")
-            fill_problems: dict[int, str] = {}
-            if not consume_problem and any(w.kind == "consume" for w in plan):
-                fill_problems = fill_consume_logs(broker, plan, settings, scale)
-                run.milestone("consume logs written", broker.sample())
-            for w in plan:
-                if w.kind == "consume" and (consume_problem or w.record_size in fill_problems):
-                    problem = consume_problem or fill_problems[w.record_size]
-                    run.results[w.key] = clients.Measurement([clients.RunResult(error=problem)])
-                else:
-                    run.results[w.key] = measure(broker, w, settings, scale, inputs)
-                    run.milestone(w.label, broker.sample())
-            if with_latency and not consume_problem:
-                _run_latency(broker, run, partitions, settings, scale)
-                run.milestone("latency runs done", broker.sample())
-            run.final = broker.sample()
+        run.info = broker.describe()
+        progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid})")
+        started = broker.sample()
+        run.milestone("started", started)
+        if started is not None and broker.reset_peak():
+            run.startup_peak_kb = started.hwm_kb
+            run.milestone("peak reset", broker.sample())
+        run.topic_creation = _create_all_topics(broker, plan, partitions, settings,
+                                                with_latency)
+        run.milestone("topics created", broker.sample())
+        produce_problem, consume_problem = preflight(broker.bootstrap, partitions, settings)
+        if produce_problem:
+            run.error = f"preflight: {produce_problem}; workloads skipped"
+            progress(f"[{broker.name}] {run.error}")
+            return c
+        if consume_problem:
+            run.error = f"preflight: {consume_problem}; consume and latency skipped"
+            progress(f"[{broker.name}] {run.error}")
+            c.skipped = {w.key: consume_problem for w in plan if w.kind == "consume"}
+            return c
+        c.consume_works = True
+        if any(w.kind == "consume" for w in plan):
+            fill_problems = fill_consume_logs(broker, plan, settings, scale)
+            c.skipped = {w.key: fill_problems[w.record_size] for w in plan
+                         if w.kind == "consume" and w.record_size in fill_problems}
+            run.milestone("consume logs written", broker.sample())
     except (BrokerError, KafkaException, RuntimeError, OSError) as e:
-        run.error = f"{type(e).__name__}: {e}"
-        progress(f"[{broker.name}] ERROR {run.error}")
-    finally:
-        run.exit_code = broker.returncode
-        if isinstance(broker, KafkernelBroker) and (run.error or broker.returncode):
-            run.log_tail = broker.log_tail(20)
-    return run
+        _failed(c, e)
+    return c
+
+
+def _failed(c: Contender, e: BaseException) -> None:
+    c.run.error = f"{type(e).__name__}: {e}"
+    progress(f"[{c.broker.name}] ERROR {c.run.error}")
+
+
+def measure_interleaved(contenders: list[Contender], w: Workload, settings: ClientSettings,
+                        scale: Scale, inputs: dict[int, Path]) -> None:
+    """``scale.repeats`` runs of one workload on every broker, taking turns run by run
+    and swapping who goes first, so that a noisy moment of the host falls on both
+    brokers rather than on one. A broker stops at its first failed run."""
+    found = {c.broker.name: clients.Measurement() for c in contenders}
+    for c in contenders:
+        if w.key in c.skipped:
+            found[c.broker.name].runs.append(clients.RunResult(error=c.skipped[w.key]))
+    for n in range(scale.repeats):
+        order = contenders if n % 2 == 0 else contenders[::-1]
+        tag = f" [{n + 1}/{scale.repeats}]" if scale.repeats > 1 else ""
+        for c in order:
+            runs = found[c.broker.name].runs
+            if not c.usable or (runs and not runs[-1].ok):
+                continue
+            try:
+                runs.append(measure_once(c.broker, w, settings, scale, inputs, tag))
+            except (BrokerError, KafkaException, RuntimeError, OSError) as e:
+                runs.append(clients.RunResult(error=f"{type(e).__name__}: {e}"))
+    for c in contenders:
+        if c.usable:
+            c.run.results[w.key] = found[c.broker.name]
+            c.run.milestone(w.label, c.broker.sample())
+
+
+def run_brokers(brokers: list[Broker], plan: list[Workload], partitions: int,
+                settings: ClientSettings, scale: Scale, inputs: dict[int, Path],
+                with_latency: bool) -> dict[str, BrokerRun]:
+    """Starts every broker, runs the workloads on all of them in turns, then the
+    latency runs one broker at a time (each paces its own load), and stops them."""
+    contenders: list[Contender] = []
+    with contextlib.ExitStack() as stack:
+        for broker in brokers:
+            try:
+                stack.enter_context(broker)
+            except (BrokerError, OSError) as e:
+                c = Contender(broker, BrokerRun(broker.name))
+                _failed(c, e)
+                contenders.append(c)
+                continue
+            contenders.append(prepare(broker, plan, partitions, settings, scale,
+                                      with_latency))
+        for w in plan:
+            measure_interleaved(contenders, w, settings, scale, inputs)
+        for c in contenders:
+            if not c.usable:
+                continue
+            try:
+                if with_latency and c.consume_works:
+                    _run_latency(c.broker, c.run, partitions, settings, scale)
+                    c.run.milestone("latency runs done", c.broker.sample())
+                c.run.final = c.broker.sample()
+            except (BrokerError, KafkaException, RuntimeError, OSError) as e:
+                _failed(c, e)
+    for c in contenders:
+        c.run.exit_code = c.broker.returncode
+        if isinstance(c.broker, KafkernelBroker) and (c.run.error or c.broker.returncode):
+            c.run.log_tail = c.broker.log_tail(20)
+    return {c.broker.name: c.run for c in contenders}
 
 
 def _progress_line(w: Workload, r: clients.RunResult) -> str:
@@ -410,8 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if only:
         plan = [w for w in plan if any(s in w.key for s in only)]
     with_latency = not only or any(s in "latency" for s in only)
-    runs: dict[str, BrokerRun] = {}
-    bound_s = 2 * (len(plan) + 4) * scale.run_timeout_s
+    # The mock outlives every run of both brokers; this bounds it should the bench die.
+    bound_s = len(args.broker_list) * (len(plan) * scale.repeats + 4) * scale.run_timeout_s
     meta["host"]["memory_warmup"] = warm_memory(WARM_MEMORY_BYTES)
     progress(f"touched {WARM_MEMORY_BYTES / 2**30:g} GiB of memory once in "
              f"{meta['host']['memory_warmup']['seconds']} s (see WARM_MEMORY_BYTES)")
@@ -422,12 +485,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for size in RECORD_SIZES
             if any(w.client == "kcat" and w.record_size == size for w in plan)
         }
-        for name in args.broker_list:
-            broker: Broker = (MockBroker(bound_s) if name == "mock" else
-                              KafkernelBroker(args.partitions, args.kafkernel_override,
-                                              args.keep_data))
-            runs[name] = run_broker(broker, plan, args.partitions, settings, scale, inputs,
-                                    with_latency)
+        brokers: list[Broker] = [
+            MockBroker(bound_s) if name == "mock" else
+            KafkernelBroker(args.partitions, args.kafkernel_override, args.keep_data)
+            for name in args.broker_list
+        ]
+        runs = run_brokers(brokers, plan, args.partitions, settings, scale, inputs,
+                           with_latency)
+        for broker in brokers:
             if args.keep_data and isinstance(broker, KafkernelBroker):
                 progress(f"[kafkernel] data kept in {broker.workdir}")
     meta["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
