@@ -70,8 +70,10 @@ class Partition:
     # -- role changes (driven by the cluster image) ---------------------------
 
     def make_leader(self, state: PartitionState) -> None:
-        # The log records the new leader epoch's start offset with its first append.
+        # As Kafka's makeLeader: the new epoch starts at the log end offset, so that
+        # OffsetForLeaderEpoch answers for it before anything is appended in it.
         self.state = state
+        self.log.assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
         self.remote_replicas = {
             r: self.remote_replicas.get(r, ReplicaProgress())
             for r in state.replicas if r != self.local_broker_id

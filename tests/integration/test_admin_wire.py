@@ -26,7 +26,7 @@ from kio.static.primitive import i32Timedelta
 from kernel.hookspecs import hookimpl
 from kernel.routing import Session
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.integration.wire import request
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND = 0, 1, 2
@@ -50,13 +50,7 @@ class DenyingAuthorizer:
 
 
 def call(broker: EmbeddedBroker, body: Any) -> Any:
-    with connect(broker.bootstrap) as sock:
-        sock.sendall(encode_request(body, correlation_id=9))
-        frame = recv_frame(sock)
-    assert frame is not None, "the broker closed the connection"
-    correlation_id, response = decode_response(frame, body.__api_key__, body.__version__)
-    assert correlation_id == 9
-    return response
+    return request(broker.bootstrap, body)
 
 
 def creatable(name: str, partitions: int = 1, replication: int = 1,

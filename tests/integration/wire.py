@@ -58,3 +58,14 @@ def connect(bootstrap: str, timeout: float = 5.0) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=timeout)
     return sock
+
+
+def request(bootstrap: str, body: Any, correlation_id: int = 9) -> Any:
+    """One request on a new connection; the decoded response body."""
+    with connect(bootstrap) as sock:
+        sock.sendall(encode_request(body, correlation_id=correlation_id))
+        frame = recv_frame(sock)
+    assert frame is not None, "the broker closed the connection"
+    answered, response = decode_response(frame, body.__api_key__, body.__version__)
+    assert answered == correlation_id
+    return response
