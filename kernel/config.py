@@ -258,7 +258,9 @@ class BrokerConfig:
         check=at_least(1), dynamic=True,
     )
     auto_create_topics_enable: bool = setting(
-        "auto.create.topics.enable", True, "Create a topic on first Metadata or Produce."
+        "auto.create.topics.enable", True,
+        "Create a topic that a Metadata request names (allow_auto_topic_creation); as in "
+        "Kafka, Produce to an unknown topic answers unknown_topic_or_partition."
     )
     delete_topic_enable: bool = setting(
         "delete.topic.enable", True, "Allow DeleteTopics."

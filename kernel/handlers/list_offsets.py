@@ -44,7 +44,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
         found = log.fetch_offset_for_timestamp(EARLIEST if ts == EARLIEST_LOCAL else ts)
         limit = partition.high_watermark if consumer else log.log_end_offset
-        if found is None or (ts >= 0 and found.offset >= limit):
+        # As Kafka, a lookup by time answers nothing the reader may not fetch yet.
+        if found is None or ((ts >= 0 or ts == MAX_TIMESTAMP) and found.offset >= limit):
             return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
