@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.handlers.partition_requests import TopicAccess
+from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedOperation
@@ -218,6 +218,7 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
 
 def _response(ctx: RequestContext, states: list[FetchPartitionState]) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    hints = LeaderHints(ctx, m)
     by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
     for s in states:
         fields: dict[str, Any] = {
@@ -233,12 +234,7 @@ def _response(ctx: RequestContext, states: list[FetchPartitionState]) -> Any:
         if s.diverging is not None:
             fields["diverging_epoch"] = m.EpochEndOffset(
                 epoch=s.diverging[0], end_offset=s.diverging[1])
-        if s.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) \
-                and s.topic is not None:
-            ps = ctx.broker.metadata.image.partition(s.topic, s.index)
-            if ps is not None and hasattr(m, "LeaderIdAndEpoch"):
-                fields["current_leader"] = m.LeaderIdAndEpoch(
-                    leader_id=ps.leader, leader_epoch=ps.leader_epoch)
+        fields.update(hints.current_leader(s.topic, s.index, s.error))
         if s.error != ErrorCode.none:
             ctx.broker.metrics.error(s.error)
         by_topic.setdefault((s.topic, s.topic_id), []).append(make(m.PartitionData, **fields))
@@ -248,7 +244,7 @@ def _response(ctx: RequestContext, states: list[FetchPartitionState]) -> Any:
         for (name, topic_id), parts in by_topic.items()
     )
     return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                session_id=0, responses=topics)
+                session_id=0, responses=topics, node_endpoints=hints.node_endpoints)
 
 
 def _top_level_error(ctx: RequestContext, error: ErrorCode) -> Any:

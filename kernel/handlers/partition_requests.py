@@ -70,3 +70,38 @@ class TopicAccess:
             allowed = self._allowed[name] = self._ctx.broker.plugins.authorize(
                 self._ctx.session, self._operation, "TOPIC", name)
         return allowed
+
+
+# The errors after which a client looks for the partition's new leader.
+_LEADER_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+
+
+class LeaderHints:
+    """KIP-951 for Produce (v10+) and Fetch (v12+; endpoints from v16): a partition
+    answered with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its current
+    leader, and the response carries that leader's endpoint, so the client can go there
+    without a Metadata round trip first."""
+
+    def __init__(self, ctx: RequestContext, response_module: Any) -> None:
+        self._image = ctx.broker.metadata.image
+        self._m = response_module
+        self._endpoints: dict[int, Any] = {}
+
+    def current_leader(self, topic: str | None, index: int, error: ErrorCode) -> dict[str, Any]:
+        """The fields to add to the partition's answer (none when it needs no hint)."""
+        m = self._m
+        if error not in _LEADER_MOVED or topic is None or not hasattr(m, "LeaderIdAndEpoch"):
+            return {}
+        state = self._image.partition(topic, index)
+        if state is None:
+            return {}
+        broker = self._image.brokers.get(state.leader)
+        if broker is not None and hasattr(m, "NodeEndpoint"):
+            self._endpoints[broker.node_id] = m.NodeEndpoint(
+                node_id=broker.node_id, host=broker.host, port=broker.port, rack=broker.rack)
+        return {"current_leader": m.LeaderIdAndEpoch(leader_id=state.leader,
+                                                      leader_epoch=state.leader_epoch)}
+
+    @property
+    def node_endpoints(self) -> tuple[Any, ...]:
+        return tuple(self._endpoints.values())

@@ -17,7 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.handlers.partition_requests import TopicAccess
+from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
@@ -35,9 +35,10 @@ EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
 @dataclass(slots=True)
 class PartitionResult:
-    topic: str | None
+    topic: str | None  # as the request names it (None in v13, which uses ids)
     topic_id: uuid.UUID | None
     index: int
+    name: str | None  # the topic's name, resolved from its id where needed
     error: ErrorCode = ErrorCode.none
     message: str | None = None
     base_offset: int = -1
@@ -60,7 +61,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         name = access.name(topic_data, "name")
         topic_id = getattr(topic_data, "topic_id", None)
         for data in topic_data.partition_data:
-            result = PartitionResult(getattr(topic_data, "name", None), topic_id, data.index)
+            result = PartitionResult(getattr(topic_data, "name", None), topic_id, data.index,
+                                     name)
             results.append(result)
             if name is None:
                 result.error = ErrorCode.unknown_topic_id
@@ -162,6 +164,7 @@ async def _wait_for_durability(ctx: RequestContext, request: Any,
 
 def _response(ctx: RequestContext, results: list[PartitionResult]) -> Any:
     m = response_module(API_KEY, ctx.api_version)
+    hints = LeaderHints(ctx, m)
     by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
     for r in results:
         if r.error != ErrorCode.none:
@@ -176,10 +179,12 @@ def _response(ctx: RequestContext, results: list[PartitionResult]) -> Any:
             log_start_offset=r.log_start_offset,
             record_errors=(),
             error_message=r.message if r.error != ErrorCode.none else None,
+            **hints.current_leader(r.name, r.index, r.error),
         ))
     topics = tuple(
         make(m.TopicProduceResponse, name=name, topic_id=topic_id,
              partition_responses=tuple(parts))
         for (name, topic_id), parts in by_topic.items()
     )
-    return make(m.ProduceResponse, responses=topics, throttle_time=datetime.timedelta(0))
+    return make(m.ProduceResponse, responses=topics, throttle_time=datetime.timedelta(0),
+                node_endpoints=hints.node_endpoints)

@@ -212,3 +212,54 @@ def test_delete_records_at_every_version(broker: EmbeddedBroker, version: int) -
     # -1: up to the high watermark.
     everything = delete_before(broker, version, name, -1)
     assert (everything.error_code, everything.low_watermark) == (ErrorCode.none, 5)
+
+
+def test_a_partition_led_elsewhere_names_its_leader(broker: EmbeddedBroker) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER comes with the current leader (Produce v10+,
+    Fetch v12+) and that leader's endpoint (Produce v10+, Fetch v16+)."""
+    from kio.schema.create_topics.v7 import request as create_v7
+
+    from kernel.cluster import BrokerRegistration
+
+    other = BrokerRegistration(node_id=2, host="127.0.0.1", port=1, rack="r2")
+    broker.call(broker.broker.metadata.register_broker(other))
+    name = "led-elsewhere"
+    created = request(broker.bootstrap, create_v7.CreateTopicsRequest(
+        timeout=TIMEOUT, validate_only=False, topics=(create_v7.CreatableTopic(
+            name=name, num_partitions=-1, replication_factor=-1, configs=(),
+            assignments=(create_v7.CreatableReplicaAssignment(
+                partition_index=0, broker_ids=(2,)),)),)))
+    assert created.topics[0].error_code == ErrorCode.none
+    endpoint = (2, "127.0.0.1", 1, "r2")
+
+    def hints(answer: Any, response_endpoints: Any) -> tuple[Any, Any]:
+        leader = getattr(answer, "current_leader", None)
+        return ((leader.leader_id, leader.leader_epoch) if leader else None,
+                [(e.node_id, e.host, e.port, e.rack) for e in response_endpoints])
+
+    for version in versions(produce):
+        m = request_module(produce.API_KEY, version)
+        body = build(m.ProduceRequest, acks=1, timeout=TIMEOUT, topic_data=(topic_ref(
+            m.TopicProduceData, name, topic_id(broker, name), partition_data=(build(
+                m.PartitionProduceData, index=0,
+                records=build_batch([SimpleRecord(value=b"v")])),)),))
+        response = request(broker.bootstrap, body)
+        answer = response.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.not_leader_or_follower
+        expected = ((2, 0), [endpoint]) if version >= 10 else (None, [])
+        assert hints(answer, getattr(response, "node_endpoints", ())) == expected, version
+    for version in versions(fetch):
+        m = request_module(fetch.API_KEY, version)
+        body = build(m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(0),
+                     min_bytes=1, max_bytes=1 << 20, session_epoch=-1, topics=(topic_ref(
+                         m.FetchTopic, name, topic_id(broker, name), partitions=(build(
+                             m.FetchPartition, partition=0, fetch_offset=0,
+                             current_leader_epoch=-1, last_fetched_epoch=-1,
+                             log_start_offset=-1, partition_max_bytes=1024),)),))
+        response = request(broker.bootstrap, body)
+        answer = response.responses[0].partitions[0]
+        assert answer.error_code == ErrorCode.not_leader_or_follower
+        leader = (2, 0) if version >= 12 else None
+        endpoints = [endpoint] if version >= 16 else []
+        assert hints(answer, getattr(response, "node_endpoints", ())) == (leader, endpoints), \
+            version
