@@ -1,23 +1,35 @@
-"""Crash safety: kill -9 during an acks=all load loses no acknowledged record, and a
-segment tail with garbage or half a batch is truncated at restart."""
+"""Crash safety: kill -9 during an acks=all load loses no acknowledged record, with
+flush.messages=1 every acknowledged append is already fsynced, and a segment tail with
+garbage or half a batch is truncated at restart."""
 
 from __future__ import annotations
 
+import datetime
+import os
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from kernel.log.records import SimpleRecord, build_batch
+from kernel.log.records import (
+    RECORD_BATCH_OVERHEAD,
+    SimpleRecord,
+    build_batch,
+    iter_batches,
+)
 from kernel.testing.embedded import EmbeddedBroker
+from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 
 
 def free_port() -> int:
@@ -57,6 +69,11 @@ def served(data: Path, port: int, *overrides: str) -> Iterator[subprocess.Popen[
             proc.wait(30)
 
 
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+
+
 def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.partition.eof": True})
@@ -84,8 +101,7 @@ def test_kill_9_during_acks_all_load_loses_no_acknowledged_record(tmp_path: Path
     bootstrap = f"127.0.0.1:{port}"
     acked: dict[int, bytes] = {}
     with served(data, port, "log.flush.interval.messages=1") as proc:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic("crash", 1, 1)])["crash"].result(20)
+        create_topic(bootstrap, "crash")
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1,
                              "retries": 0, "message.timeout.ms": 5000})
 
@@ -111,12 +127,63 @@ def test_kill_9_during_acks_all_load_loses_no_acknowledged_record(tmp_path: Path
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. offset {missing[0]}"
 
 
+def slow_down_fsync(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Every fsync of the process still happens, ``seconds`` late: an acknowledgement
+    sent without waiting for the flush then arrives visibly before it."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        time.sleep(seconds)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def produce_one(sock: socket.socket, topic: str, acks: int, value: bytes,
+                correlation_id: int) -> tuple[ErrorCode, int]:
+    """Send one single-record Produce v9 and wait for its answer: (error, base offset)."""
+    request = ProduceRequest(acks=acks, timeout=datetime.timedelta(seconds=20), topic_data=(
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(
+            index=0, records=build_batch([SimpleRecord(value=value)])),)),
+    ))
+    sock.sendall(encode_request(request, correlation_id=correlation_id))
+    frame = recv_frame(sock)
+    assert frame is not None, "the broker closed the connection"
+    got_id, body = decode_response(frame, 0, 9)
+    assert got_id == correlation_id
+    (partition,) = body.responses[0].partition_responses
+    return partition.error_code, partition.base_offset
+
+
+@pytest.mark.parametrize("acks", [1, -1], ids=["acks1", "acks_all"])
+def test_flush_messages_1_acknowledges_only_flushed_records(
+    broker_factory: Callable[..., EmbeddedBroker], monkeypatch: pytest.MonkeyPatch, acks: int
+) -> None:
+    """kill -9 cannot tell an fsync from the page cache; the log's recovery point can:
+    it moves only after the fsync returned. With flush.messages=1 it must already cover
+    a record when the record's acknowledgement reaches the client."""
+    b = broker_factory({"log.flush.interval.messages": 1})
+    create_topic(b.bootstrap, "durable")
+    assert b.broker is not None
+    log = b.broker.logs.get_log("durable", 0)
+    assert log is not None and log.config.flush_messages == 1
+    slow_down_fsync(monkeypatch, 0.05)
+    with connect(b.bootstrap, timeout=30) as sock:
+        for i in range(5):
+            error, base_offset = produce_one(sock, "durable", acks, b"r%d" % i, i)
+            flushed_to = log.recovery_point  # read as soon as the acknowledgement is in
+            assert (error, base_offset) == (ErrorCode.none, i)
+            assert flushed_to >= i + 1, (
+                f"record {i} was acknowledged before the log was flushed past it "
+                f"(recovery point {flushed_to})"
+            )
+
+
 def test_garbage_and_half_batch_at_the_tail_are_truncated(tmp_path: Path) -> None:
     data = tmp_path / "data"
     broker = EmbeddedBroker(data_dir=data).start()
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("tail", 1, 1)])["tail"].result(20)
+        create_topic(broker.bootstrap, "tail")
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for i in range(50):
             producer.produce("tail", f"v{i}".encode())
@@ -128,9 +195,17 @@ def test_garbage_and_half_batch_at_the_tail_are_truncated(tmp_path: Path) -> Non
     (data / ".kafka_cleanshutdown").unlink(missing_ok=True)
     segment = data / "tail-0" / f"{0:020d}.log"
     good_size = segment.stat().st_size
-    half = bytes(build_batch([SimpleRecord(b"half-written")], base_offset=50))[:40]
+    *_, (last, _) = iter_batches(segment.read_bytes())
+    assert last.next_offset == 50
+    # The next batch as it would have been written, cut mid-body by the crash, then
+    # garbage: its header is whole and sound, but its length runs past the file's end.
+    whole = build_batch([SimpleRecord(b"half-written" * 200)], base_offset=50,
+                        partition_leader_epoch=last.partition_leader_epoch)
+    cut = whole[:RECORD_BATCH_OVERHEAD + 300]
+    garbage = b"\x5a" * 500
+    assert len(cut) + len(garbage) < len(whole)
     with segment.open("ab") as f:
-        f.write(half)
+        f.write(cut + garbage)
     restarted = EmbeddedBroker(data_dir=data).start()
     try:
         got = read_all(restarted.bootstrap, "tail")

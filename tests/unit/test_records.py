@@ -15,6 +15,10 @@ from kernel.log.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     CRC_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORDS_COUNT_OFFSET,
     AppendOrigin,
@@ -356,3 +360,90 @@ def test_build_validate_decode_returns_the_same_records(
         assert list(got.headers) == [tuple(h) for h in sent.headers]
     assert info.max_timestamp == max(r.timestamp or 0 for r in batch_records)
     assert read_batch_header(buf).crc == crc_of(buf)
+
+
+# A valid batch damaged in one place: the produce path's validation either rejects it
+# with one of Kafka's codes for the damage or, when only a field outside the CRC was hit
+# (baseOffset, partitionLeaderEpoch: both overwritten on append), accepts it unchanged.
+# Nothing else: no other exception type, no acceptance of damaged CRC-covered bytes.
+
+BASE_OFFSET_BYTES = range(0, LENGTH_OFFSET)
+LENGTH_BYTES = range(LENGTH_OFFSET, PARTITION_LEADER_EPOCH_OFFSET)
+EPOCH_BYTES = range(PARTITION_LEADER_EPOCH_OFFSET, MAGIC_OFFSET)
+# A bad batchLength: Kafka's CorruptRecordException (too short, past the end), the
+# one-batch-per-partition rule (INVALID_RECORD) or RecordBatchTooLargeException.
+FRAMING_ERRORS = {ErrorCode.corrupt_message, ErrorCode.invalid_record,
+                  ErrorCode.message_too_large}
+# magic 0/1 is INVALID_RECORD from Produce v3 on; any other magic is CORRUPT_MESSAGE
+MAGIC_ERRORS = {ErrorCode.corrupt_message, ErrorCode.invalid_record}
+
+
+def _encode(batch_records: list[SimpleRecord], codec: Compression) -> bytes:
+    return build_batch(batch_records, compression=codec)
+
+
+_valid_batch = st.builds(
+    _encode, st.lists(_record, min_size=1, max_size=5), st.sampled_from(CODECS)
+)
+_origin = st.sampled_from([AppendOrigin.CLIENT, AppendOrigin.COORDINATOR])
+
+
+def validation_outcome(
+    data: bytes, origin: AppendOrigin, log_append_time: bool
+) -> bytes | ErrorCode:
+    """What the log would write, or the Kafka error code; any other exception escapes."""
+    try:
+        written, _ = assign(data, origin=origin, log_append_time=log_append_time)
+    except KafkaError as e:
+        return e.error_code
+    return written
+
+
+@settings(max_examples=400, deadline=None)
+@given(batch=_valid_batch, data=st.data(), origin=_origin, log_append_time=st.booleans())
+def test_one_flipped_byte_is_rejected_unless_outside_the_crc(
+    batch: bytes, data: st.DataObject, origin: AppendOrigin, log_append_time: bool
+) -> None:
+    position = data.draw(st.integers(0, len(batch) - 1), label="position")
+    flip = data.draw(st.integers(1, 255), label="xor")
+    damaged = bytearray(batch)
+    damaged[position] ^= flip
+    outcome = validation_outcome(bytes(damaged), origin, log_append_time)
+    intact = validation_outcome(batch, origin, log_append_time)
+    assert isinstance(intact, bytes)
+    if position in EPOCH_BYTES:
+        assert outcome == intact
+    elif position in BASE_OFFSET_BYTES:
+        # a client batch must start at 0; a coordinator's baseOffset is overwritten
+        client = origin is AppendOrigin.CLIENT
+        assert outcome == (ErrorCode.invalid_record if client else intact)
+    elif position in LENGTH_BYTES:
+        assert outcome in FRAMING_ERRORS
+    elif position == MAGIC_OFFSET:
+        assert outcome in MAGIC_ERRORS
+    else:  # the CRC itself or the bytes it covers
+        assert outcome == ErrorCode.corrupt_message
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=_valid_batch, data=st.data(), origin=_origin)
+def test_a_truncated_batch_is_corrupt_message(
+    batch: bytes, data: st.DataObject, origin: AppendOrigin
+) -> None:
+    cut = data.draw(st.integers(1, len(batch) - 1), label="cut")
+    assert validation_outcome(batch[:cut], origin, False) == ErrorCode.corrupt_message
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=_valid_batch, length=st.integers(-(2**31), 2**31 - 1), origin=_origin,
+       trailing=st.binary(max_size=80))
+def test_a_wrong_batch_length_is_rejected(
+    batch: bytes, length: int, origin: AppendOrigin, trailing: bytes
+) -> None:
+    damaged = bytearray(batch + trailing)
+    struct.pack_into(">i", damaged, LENGTH_OFFSET, length)
+    outcome = validation_outcome(bytes(damaged), origin, False)
+    if length == len(batch) - LOG_OVERHEAD and not trailing:
+        assert isinstance(outcome, bytes)  # not damaged after all
+    else:
+        assert outcome in FRAMING_ERRORS
