@@ -8,34 +8,86 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from kernel.testing.embedded import EmbeddedBroker
 
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
-def test_metrics_endpoint_shows_request_and_topic_metrics(broker_factory) -> None:  # type: ignore[no-untyped-def]
+
+def scrape(port: int) -> Samples:
+    """Every sample of the /metrics endpoint, by sample name and labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def consume(bootstrap: str, topic: str, expected: int, **conf: Any) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, **conf})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 10
+    try:
+        while got < expected and time.monotonic() < deadline:
+            got += len(consumer.consume(10, 0.5))
+    finally:
+        consumer.close()
+    return got
+
+
+def test_metrics_endpoint_shows_request_and_topic_metrics(
+    broker_factory: Callable[..., EmbeddedBroker]
+) -> None:
     b = broker_factory({"metrics.port": 0})
+    assert b.broker is not None and b.broker.metrics_port
+    port = b.broker.metrics_port
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    admin.create_topics([NewTopic("metered", 1, 1)])["metered"].result(10)
+    futures = admin.create_topics([NewTopic("metered", 1, 1, config={"flush.messages": "1"}),
+                                   NewTopic("idle", 1, 1)])
+    for future in futures.values():
+        future.result(10)
     producer = Producer({"bootstrap.servers": b.bootstrap})
     for _ in range(10):
         producer.produce("metered", b"x" * 100)
     assert producer.flush(10) == 0
-    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "metered"})
-    consumer.assign([TopicPartition("metered", 0, 0)])
-    got = 0
+
+    # A consumer long-polls the empty topic: its fetch waits in the Fetch purgatory.
+    waiting: list[int] = []
+    poller = threading.Thread(target=lambda: waiting.append(
+        consume(b.bootstrap, "idle", 1, **{"fetch.wait.max.ms": 10_000})))
+    poller.start()
     deadline = time.monotonic() + 10
-    while got < 10 and time.monotonic() < deadline:
-        got += len(consumer.consume(10, 0.5))
-    consumer.close()
-    assert got == 10
-    assert b.broker is not None and b.broker.metrics_port
-    url = f"http://127.0.0.1:{b.broker.metrics_port}/metrics"
+    while time.monotonic() < deadline:
+        samples = scrape(port)
+        if sample(samples, "kafkernel_purgatory_delayed_operations", purgatory="Fetch") == 1:
+            break
+        time.sleep(0.05)
+    assert sample(samples, "kafkernel_purgatory_delayed_operations", purgatory="Fetch") == 1
+    assert sample(samples, "kafkernel_purgatory_delayed_operations", purgatory="Produce") == 0
+    producer.produce("idle", b"wake")
+    assert producer.flush(10) == 0
+    poller.join(30)
+    assert waiting == [1]
+
+    assert consume(b.bootstrap, "metered", 10) == 10
+    url = f"http://127.0.0.1:{port}/metrics"
     text = subprocess.run(["curl", "-sf", url], capture_output=True, text=True, check=True,
                           timeout=30).stdout
     assert 'kafkernel_requests_total{api="produce"}' in text
@@ -44,12 +96,28 @@ def test_metrics_endpoint_shows_request_and_topic_metrics(broker_factory) -> Non
     assert "kafkernel_network_bytes_out_total" in text
     assert 'kafkernel_active_connections{listener="PLAINTEXT"}' in text
     assert 'kafkernel_build_info{broker_id="1",version="0.1.0"} 1.0' in text
-    assert 'kafkernel_topic_messages_in_total{topic="metered"} 10.0' in text
-    # counted from the fetched batches' headers
-    assert 'kafkernel_topic_messages_out_total{topic="metered"} 10.0' in text
-    assert 'kafkernel_log_end_offset{partition="0",topic="metered"} 10.0' in text
-    assert 'kafkernel_log_segments{partition="0",topic="metered"} 1.0' in text
-    assert 'kafkernel_purgatory_delayed_operations{purgatory="Fetch"}' in text
+    log = b.broker.logs.get_log("metered", 0)
+    assert log is not None
+    samples = scrape(port)
+    partition = {"topic": "metered", "partition": "0"}
+    assert sample(samples, "kafkernel_topic_messages_in_total", topic="metered") == 10
+    # batches are stored as the client sent them: bytes in is exactly what the log holds
+    bytes_in = sample(samples, "kafkernel_topic_bytes_in_total", topic="metered")
+    assert bytes_in == log.size and log.size > 10 * 100
+    # counted from the fetched batches' headers; one consumer read the log once
+    assert sample(samples, "kafkernel_topic_messages_out_total", topic="metered") == 10
+    assert sample(samples, "kafkernel_topic_bytes_out_total", topic="metered") == log.size
+    assert sample(samples, "kafkernel_log_size_bytes", **partition) == log.size
+    assert sample(samples, "kafkernel_log_segments", **partition) == 1
+    assert sample(samples, "kafkernel_log_start_offset", **partition) == 0
+    assert sample(samples, "kafkernel_log_end_offset", **partition) == 10
+    assert sample(samples, "kafkernel_high_watermark", **partition) == 10
+    assert sample(samples, "kafkernel_topic_messages_in_total", topic="idle") == 1
+    # flush.messages=1: each produce request waited for an fsync, each one observed
+    flushes = sample(samples, "kafkernel_log_flush_seconds_count")
+    assert flushes is not None and flushes >= 1
+    assert (sample(samples, "kafkernel_log_flush_seconds_sum") or 0) > 0
+    assert sample(samples, "kafkernel_log_flush_seconds_bucket", le="+Inf") == flushes
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
 

@@ -200,3 +200,46 @@ def test_periodic_tasks_on_the_event_loop(tmp_path: Path) -> None:
         assert m.closed and (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
 
     asyncio.run(scenario())
+
+
+def test_flush_ms_timer_flushes_only_the_logs_past_their_interval(tmp_path: Path) -> None:
+    """log.flush.scheduler.interval.ms runs flush_dirty_logs: a log with unflushed data
+    whose last flush is flush.ms old gets fsynced; one still inside it does not."""
+    clock = [NOW]
+    flushes: list[float] = []
+    config = BrokerConfig(log_flush_interval_ms=1_000, log_flush_scheduler_interval_ms=10)
+
+    async def timer_ticks(n: int = 5) -> None:
+        await asyncio.sleep(n * 0.01 + 0.05)
+
+    async def scenario() -> None:
+        m = LogManager([tmp_path], config, time_ms=lambda: clock[0], on_flush=flushes.append)
+        await m.start()
+        old = m.get_or_create_log("old", 0)  # last flush: when opened
+        clock[0] = NOW + 600
+        young = m.get_or_create_log("young", 0)
+        for log in (old, young):
+            log.append_as_leader(batch(), 0, clock[0])
+            assert log.config.flush_ms == 1_000 and log.unflushed_messages == 5
+        await timer_ticks()
+        assert old.recovery_point == young.recovery_point == 0  # both inside flush.ms
+        clock[0] = NOW + 1_000  # old's flush.ms elapsed, young has 400 ms to go
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if old.recovery_point == 5:
+                break
+        await timer_ticks()
+        assert old.recovery_point == 5
+        assert young.recovery_point == 0 and young.unflushed_messages == 5
+        assert len(flushes) == 1  # the flush latency observer saw exactly that fsync
+        clock[0] = NOW + 1_600
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if young.recovery_point == 5:
+                break
+        assert young.recovery_point == 5 and len(flushes) == 2
+        await timer_ticks()
+        assert len(flushes) == 2  # nothing unflushed: no more fsyncs
+        await m.stop()
+
+    asyncio.run(scenario())
