@@ -187,6 +187,10 @@ class _MmapIndex:
         self._close_files()
         self.path.unlink(missing_ok=True)
 
+    def discard(self) -> None:
+        """Close without writing anything more: the file is about to be deleted."""
+        self._close_files()
+
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = path

@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,8 @@ class LogCallbacks:
     on_appended: Callable[[Log, int, int], None] | None = None  # first, last offset
     on_flush_needed: Callable[[Log], None] | None = None  # flush.messages reached
     on_log_start_offset_changed: Callable[[Log], None] | None = None
+    # Remove these ``.deleted`` files after the delay (ms); without it they go at once.
+    delete_files_later: Callable[[list[Path], int], None] | None = None
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -764,14 +766,24 @@ class Log:
             return 0
         remaining = segments[len(doomed):]
         self._set_segments(remaining)  # readers switch to the new snapshot first
-        for segment in doomed:
-            segment.delete()
+        self._delete_segments(doomed)
         if remaining[0].base_offset > self._log_start_offset:
             self._log_start_offset = remaining[0].base_offset
             self._epochs.truncate_from_start(self._log_start_offset)
             if self._callbacks.on_log_start_offset_changed is not None:
                 self._callbacks.on_log_start_offset_changed(self)
         return len(doomed)
+
+    def _delete_segments(self, doomed: Iterable[LogSegment]) -> None:
+        """Segments already out of the snapshot readers use. As Kafka, their files are
+        renamed at once and removed after ``file.delete.delay.ms``, in the owner's
+        worker thread: unlinking a large file can take a while."""
+        later = self._callbacks.delete_files_later
+        for segment in doomed:
+            if later is None:
+                segment.delete()
+            else:
+                later(segment.rename_for_deletion(), self._config.file_delete_delay_ms)
 
     # -- truncation ---------------------------------------------------------------------
 
@@ -794,8 +806,7 @@ class Log:
             self._leo = offset
             self._recovery_point = min(self._recovery_point, offset)
         self._set_segments(keep)
-        for segment in doomed:
-            segment.delete()
+        self._delete_segments(doomed)
         try:
             keep[-1].truncate_to(offset)
         except OSError as e:
@@ -816,9 +827,7 @@ class Log:
         doomed = self._segments
         segment = self._new_segment(self.dir, new_offset, self._config, now)
         self._set_segments((segment,))
-        for old in doomed:
-            if old.base_offset != new_offset:
-                old.delete()
+        self._delete_segments([old for old in doomed if old.base_offset != new_offset])
         self._log_start_offset = new_offset
         self._epochs.clear()
         if self._callbacks.on_log_start_offset_changed is not None:

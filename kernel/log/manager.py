@@ -115,11 +115,13 @@ class LogManager:
         self._background: set[asyncio.Task[Any]] = set()
         self._pending_flush: set[TopicPartition] = set()
         self._lso_checkpoint_pending = False
+        self._file_deletions: set[asyncio.TimerHandle] = set()
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
             on_appended=self._appended if on_log_appended is not None else None,
             on_flush_needed=self._flush_needed,
             on_log_start_offset_changed=self._log_start_offset_changed,
+            delete_files_later=self._delete_files_later,
         )
 
     # -- configuration ------------------------------------------------------------------
@@ -367,6 +369,21 @@ class LogManager:
 
         self._spawn(checkpoint())
 
+    def _delete_files_later(self, paths: list[Path], delay_ms: int) -> None:
+        """Remove deleted segments' files after ``file.delete.delay.ms``, in a worker
+        thread. A stop cancels what is still waiting; the next start removes those."""
+        loop = self._loop
+        if loop is None or self._executor is None:
+            _unlink_all(paths)
+            return
+
+        def due() -> None:
+            self._file_deletions.discard(handle)
+            self._spawn(self._in_thread(_unlink_all, paths))
+
+        handle = loop.call_later(delay_ms / 1000, due)
+        self._file_deletions.add(handle)
+
     # -- async operation ------------------------------------------------------------------
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -468,6 +485,9 @@ class LogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._periodic.clear()
+        for handle in self._file_deletions:
+            handle.cancel()
+        self._file_deletions.clear()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         await loop.run_in_executor(self._executor, self.close)
@@ -517,3 +537,8 @@ class LogManager:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)

@@ -38,6 +38,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+# A segment file waiting for file.delete.delay.ms before it is removed.
+DELETED_SUFFIX = ".deleted"
 
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
@@ -690,18 +692,35 @@ class LogSegment:
             os.close(fd)
 
     def delete(self) -> None:
+        for path in self._discard():
+            path.unlink(missing_ok=True)
+
+    def rename_for_deletion(self) -> list[Path]:
+        """Close the segment and give its files the ``.deleted`` suffix, as Kafka does;
+        the owner removes them once ``file.delete.delay.ms`` has passed (a start-up
+        removes any that are left). Returns the renamed files."""
+        renamed = []
+        for path in self._discard():
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, target)
+            except FileNotFoundError:
+                continue
+            renamed.append(target)
+        return renamed
+
+    def _discard(self) -> list[Path]:
+        """Close every file without writing more; the paths of the segment's files."""
         self._closed = True
+        self._release_reserved()
         for index in (self._offset_index, self._time_index):
             if index is not None:
-                index.delete()
+                index.discard()
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
-        for path in (self.log_path, self.index_path, self.time_index_path):
-            path.unlink(missing_ok=True)
-        self.directory.joinpath(segment_file_stem(self.base_offset) + TXN_INDEX_SUFFIX).unlink(
-            missing_ok=True
-        )
+        txn_index = self.directory / (segment_file_stem(self.base_offset) + TXN_INDEX_SUFFIX)
+        return [self.log_path, self.index_path, self.time_index_path, txn_index]
 
     @property
     def closed(self) -> bool:

@@ -314,6 +314,31 @@ def test_compact_only_topics_keep_old_segments(tmp_path: Path) -> None:
     assert log.delete_retention_exceeded(NOW + 10**9) == 0
 
 
+def test_deleted_segments_wait_renamed_for_their_delay(tmp_path: Path) -> None:
+    """As Kafka: a deleted segment's files get the .deleted suffix at once and are
+    removed by the owner after file.delete.delay.ms; a start-up removes leftovers."""
+    waiting: list[tuple[list[Path], int]] = []
+    log = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=1_000, file_delete_delay_ms=1234),
+                   now_ms=NOW, callbacks=LogCallbacks(
+                       delete_files_later=lambda paths, ms: waiting.append((paths, ms))))
+    for i in range(20):
+        log.append_as_leader(batch(5, ts=NOW - 100_000 + 1_000 * i), 0, NOW)
+    first = log.segments[0]
+    stem = first.log_path.stem
+    assert log.delete_records_before(log.segments[2].base_offset) > 0
+    assert len(waiting) == 2 and {ms for _, ms in waiting} == {1234}
+    renamed = sorted(p.name for p in waiting[0][0])
+    assert renamed == sorted(f"{stem}{suffix}.deleted"
+                             for suffix in (".log", ".index", ".timeindex"))
+    assert all(p.exists() for paths, _ in waiting for p in paths)
+    assert not first.log_path.exists()
+    assert read_all(log) == list(range(log.log_start_offset, 100))
+    log.close()
+    reopened = open_log(tmp_path)
+    assert not any(p.exists() for paths, _ in waiting for p in paths)
+    assert read_all(reopened) == list(range(reopened.log_start_offset, 100))
+
+
 def test_delete_records_moves_the_log_start_offset(tmp_path: Path) -> None:
     log = filled(tmp_path)
     segments = len(log.segments)

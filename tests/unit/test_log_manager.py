@@ -243,3 +243,41 @@ def test_flush_ms_timer_flushes_only_the_logs_past_their_interval(tmp_path: Path
         await m.stop()
 
     asyncio.run(scenario())
+
+
+def test_deleted_segment_files_go_after_file_delete_delay(tmp_path: Path) -> None:
+    """Retention renames a segment's files to .deleted at once; the manager removes them
+    in a worker thread after file.delete.delay.ms. A stop leaves the ones still waiting
+    to the next start."""
+    config = BrokerConfig(log_segment_bytes=1_000, log_segment_delete_delay_ms=200)
+
+    def deleted(directory: Path) -> set[str]:
+        return {p.name for p in directory.iterdir() if p.name.endswith(".deleted")}
+
+    async def scenario() -> None:
+        m = LogManager([tmp_path], config, time_ms=lambda: NOW)
+        await m.start()
+        log = m.get_or_create_log("t", 0)
+        for i in range(10):
+            log.append_as_leader(batch(ts=NOW + 1_000 * i), 0, NOW)
+        log.delete_records_before(log.segments[1].base_offset)
+        waiting = deleted(log.dir)
+        assert waiting and all(p.endswith((".log.deleted", ".index.deleted",
+                                           ".timeindex.deleted")) for p in waiting)
+        await asyncio.sleep(0.05)
+        assert deleted(log.dir) == waiting  # the delay has not passed
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if not deleted(log.dir):
+                break
+        assert not deleted(log.dir)
+        log.delete_records_before(log.segments[1].base_offset)
+        assert deleted(log.dir)
+        await m.stop()  # before the delay: the files stay
+        assert deleted(log.dir)
+        reopened = LogManager([tmp_path], config, time_ms=lambda: NOW)
+        await reopened.start()
+        assert not deleted(log.dir)
+        await reopened.stop()
+
+    asyncio.run(scenario())
