@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.integration.wire import connect, decode_response, encode_request, recv_frame, request
 
 
 def _api_versions_ok(bootstrap: str) -> None:
@@ -82,6 +82,20 @@ def test_unsupported_version_closes(broker: EmbeddedBroker) -> None:
         payload = struct.pack(">hhih", 3, 99, 1, -1)  # Metadata v99
         sock.sendall(struct.pack(">i", len(payload)) + payload)
         assert _closed_by_broker(sock)
+    _api_versions_ok(broker.bootstrap)
+
+
+def test_produce_is_advertised_from_v0_but_v0_to_v2_are_refused(broker: EmbeddedBroker) -> None:
+    """KAFKA-18659, as Kafka 4: older librdkafka compresses with gzip, snappy and lz4
+    only when Produce is advertised from v0; the versions below 3 are still refused."""
+    body = request(broker.bootstrap, ApiVersionsV0())
+    versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert versions[0] == (0, 13)
+    for version in (0, 1, 2):
+        with connect(broker.bootstrap) as sock:
+            payload = struct.pack(">hhih", 0, version, 1, -1) + struct.pack(">hii", 1, 1000, 0)
+            sock.sendall(struct.pack(">i", len(payload)) + payload)
+            assert _closed_by_broker(sock), version
     _api_versions_ok(broker.bootstrap)
 
 
