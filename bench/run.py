@@ -301,11 +301,9 @@ class Contender:
     run: BrokerRun
     # Workloads that cannot run on this broker, with the reason.
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Set by the preflight; a broker that failed later on is not usable either.
+    usable: bool = False
     consume_works: bool = False
-
-    @property
-    def usable(self) -> bool:
-        return self.run.error is None or self.run.error.endswith("consume and latency skipped")
 
 
 def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: ClientSettings,
@@ -329,6 +327,7 @@ def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: Cli
             run.error = f"preflight: {produce_problem}; workloads skipped"
             progress(f"[{broker.name}] {run.error}")
             return c
+        c.usable = True
         if consume_problem:
             run.error = f"preflight: {consume_problem}; consume and latency skipped"
             progress(f"[{broker.name}] {run.error}")
@@ -346,6 +345,7 @@ def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: Cli
 
 
 def _failed(c: Contender, e: BaseException) -> None:
+    c.usable = False
     c.run.error = f"{type(e).__name__}: {e}"
     progress(f"[{c.broker.name}] ERROR {c.run.error}")
 
