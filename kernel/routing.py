@@ -67,6 +67,8 @@ class ApiRoute:
     max_version: int
     handler: Handler
     owner: str
+    # Below min_version only where Kafka itself advertises versions it refuses.
+    advertised_min_version: int
 
 
 class ApiRegistry:
@@ -81,8 +83,11 @@ class ApiRegistry:
         return self
 
     def register(
-        self, api_key: int, handler: Handler, *, min_version: int, max_version: int
+        self, api_key: int, handler: Handler, *, min_version: int, max_version: int,
+        advertised_min_version: int | None = None,
     ) -> None:
+        """``advertised_min_version`` (default ``min_version``) is the lowest version
+        ApiVersions lists; requests below ``min_version`` are refused all the same."""
         existing = self._routes.get(api_key)
         if existing is not None:
             raise RoutingError(
@@ -101,7 +106,13 @@ class ApiRegistry:
                     f"plugin {self._owner!r} registers API key {api_key} v{version}, "
                     f"which kio has no schema for: {e}"
                 ) from None
-        self._routes[api_key] = ApiRoute(api_key, min_version, max_version, handler, self._owner)
+        advertised = min_version if advertised_min_version is None else advertised_min_version
+        if not 0 <= advertised <= min_version:
+            raise RoutingError(
+                f"API key {api_key}: advertised minimum {advertised} is outside 0..{min_version}"
+            )
+        self._routes[api_key] = ApiRoute(api_key, min_version, max_version, handler,
+                                         self._owner, advertised)
 
     def get(self, api_key: int) -> ApiRoute | None:
         return self._routes.get(api_key)

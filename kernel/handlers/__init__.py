@@ -1,6 +1,7 @@
 """Kernel-owned APIs, one module per API key. Each module declares ``API_KEY``,
-``MIN_VERSION``, ``MAX_VERSION`` and ``handle``; the kernel registers them through the
-same ``kafkernel_register_apis`` hook that plugins use."""
+``MIN_VERSION``, ``MAX_VERSION`` and ``handle`` (and ``ADVERTISED_MIN_VERSION`` where
+ApiVersions lists more than is served, as Kafka does for Produce); the kernel registers
+them through the same ``kafkernel_register_apis`` hook that plugins use."""
 
 from __future__ import annotations
 
@@ -49,4 +50,5 @@ def kafkernel_register_apis(registry: ApiRegistry) -> None:
         registry.register(
             module.API_KEY, module.handle,
             min_version=module.MIN_VERSION, max_version=module.MAX_VERSION,
+            advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION", None),
         )

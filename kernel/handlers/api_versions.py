@@ -1,5 +1,6 @@
 """ApiVersions (key 18): generated from the routing table, so the broker advertises
-exactly the APIs and versions it serves, with the one exception Kafka makes (below)."""
+exactly the APIs and versions it serves, except where a route advertises a lower minimum
+as Kafka does (Produce: see produce.ADVERTISED_MIN_VERSION)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,6 @@ API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-# KAFKA-18659, as Kafka 4 does: Produce is served from v3 but advertised from v0.
-# librdkafka before the fix of its issue #4956 (kcat 1.7 ships librdkafka 2.0) checks
-# gzip, snappy and lz4 support against Produce v0 exactly, and otherwise sends those
-# batches uncompressed without a word. Clients pick the highest version both sides
-# have, so none of them sends v0-2; a request that does is refused like any version
-# outside the served range (the connection is closed).
-ADVERTISED_MIN_VERSION = {0: 0}
-
 # KIP-511: client software name and version must match this pattern.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -32,7 +25,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 def _api_keys(module: Any, registry: ApiRegistry) -> tuple[Any, ...]:
     return tuple(
         module.ApiVersion(api_key=r.api_key,
-                          min_version=ADVERTISED_MIN_VERSION.get(r.api_key, r.min_version),
+                          min_version=r.advertised_min_version,
                           max_version=r.max_version)
         for r in registry
     )

@@ -29,6 +29,12 @@ API_KEY = 0
 MIN_VERSION = 3
 # v13 (KIP-516) addresses topics by id, which the handler serves.
 MAX_VERSION = 13
+# KAFKA-18659, as Kafka 4 does: served from v3 but advertised from v0. librdkafka before
+# the fix of its issue #4956 (kcat 1.7 ships librdkafka 2.0) checks gzip, snappy and lz4
+# support against Produce v0 exactly, and otherwise sends those batches uncompressed
+# without a word. Clients pick the highest version both sides have, so none sends v0-2;
+# a request that does is refused like any version outside the served range.
+ADVERTISED_MIN_VERSION = 0
 
 EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 

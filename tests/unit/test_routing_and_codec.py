@@ -20,7 +20,13 @@ def test_registry_rejects_duplicates_and_unknown_versions() -> None:
         reg.register(3000, lambda c, r: None, min_version=0, max_version=0)
     with pytest.raises(RoutingError, match="kio has no schema"):
         reg.register(0, lambda c, r: None, min_version=0, max_version=3)  # Produce starts at v3
-    assert [r.api_key for r in reg] == [3]
+    with pytest.raises(RoutingError, match="advertised minimum 4 is outside 0..3"):
+        reg.register(0, lambda c, r: None, min_version=3, max_version=13,
+                     advertised_min_version=4)
+    # Advertised below the served range, as Kafka 4 does for Produce (kio has no v0-2).
+    reg.register(0, lambda c, r: None, min_version=3, max_version=13, advertised_min_version=0)
+    assert [(r.api_key, r.advertised_min_version, r.min_version) for r in reg] == \
+        [(0, 0, 3), (3, 0, 0)]
 
 
 def test_decode_flexible_request_with_header_v2() -> None:
