@@ -38,6 +38,7 @@ from kernel.log.records import (
     validate_batches,
 )
 from kernel.log.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -56,7 +57,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 DELETE_DIR_SUFFIX = "-delete"
-_TEMP_SUFFIXES = (".deleted", ".cleaned", ".tmp")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 
 
 def _wall_ms() -> int:
