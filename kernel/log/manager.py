@@ -397,9 +397,11 @@ class LogManager:
         if not task.cancelled() and task.exception() is not None:
             self._log.error("log background task failed", error=repr(task.exception()))
 
-    def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in the log executor. A coroutine, so ``_spawn`` can own it: a
+        bare executor future is not a task (create_task refuses it)."""
         assert self._loop is not None
-        return self._loop.run_in_executor(self._executor, fn, *args)
+        return await self._loop.run_in_executor(self._executor, fn, *args)
 
     async def flush_log(self, log: Log, up_to_offset: int | None = None) -> None:
         """fsync ``log`` up to ``up_to_offset`` (default: its current log end offset) in

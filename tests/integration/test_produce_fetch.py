@@ -196,6 +196,32 @@ def test_many_partitions(broker: EmbeddedBroker) -> None:
     assert {m.partition() for m in got} == set(range(64))
 
 
+def test_a_deleted_topic_leaves_nothing_and_its_namesake_starts_empty(
+        broker: EmbeddedBroker) -> None:
+    """Every partition's log goes with the topic; a topic created again under the name
+    serves none of the old records."""
+    topic = "reborn"
+    create_topic(broker.bootstrap, topic, partitions=3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for p in range(3):
+        producer.produce(topic, value=b"old", partition=p)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(10)
+    deadline = time.monotonic() + 10
+    while any(d.name.startswith(f"{topic}-") for d in broker.data_dir.iterdir()):
+        assert time.monotonic() < deadline, sorted(d.name for d in broker.data_dir.iterdir())
+        time.sleep(0.05)
+
+    create_topic(broker.bootstrap, topic, partitions=3)
+    for p in range(3):
+        producer.produce(topic, value=b"new", partition=p)
+    assert producer.flush(30) == 0
+    got = consume_all(broker.bootstrap, topic, 3, 3)
+    assert sorted((m.partition(), m.offset(), m.value()) for m in got) == [
+        (p, 0, b"new") for p in range(3)]
+
+
 def test_offsets_earliest_latest_and_by_timestamp(broker: EmbeddedBroker) -> None:
     topic = "times"
     create_topic(broker.bootstrap, topic)

@@ -124,6 +124,31 @@ def test_delete_log_removes_the_directory(tmp_path: Path) -> None:
     again.close()
 
 
+def test_delete_log_while_running_removes_the_directories_in_a_worker(
+        tmp_path: Path) -> None:
+    """Running, the manager renames at once and removes in a worker thread; every
+    partition of a deleted topic goes."""
+
+    def left() -> list[str]:
+        return [p.name for p in tmp_path.iterdir() if p.name.startswith("gone-")]
+
+    async def scenario() -> None:
+        m = LogManager([tmp_path], BrokerConfig(), time_ms=lambda: NOW)
+        await m.start()
+        for p in range(3):
+            m.get_or_create_log("gone", p).append_as_leader(batch(), 0, NOW)
+        assert all(m.delete_log("gone", p) for p in range(3))
+        assert m.all_logs() == []
+        for _ in range(100):
+            if not left():
+                break
+            await asyncio.sleep(0.02)
+        assert left() == []
+        await m.stop()
+
+    asyncio.run(scenario())
+
+
 def test_a_log_dir_has_one_owner(tmp_path: Path) -> None:
     m = manager([tmp_path / "x"])
     with pytest.raises(LogDirInUseError):
