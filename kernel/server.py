@@ -69,11 +69,13 @@ class Broker:
         self._static_config = cfg
         self.metrics.watch_state(self._state_sample)
         self.registration: BrokerRegistration | None = None
-        # Delayed operations (long-poll fetches, acks=all produces, group joins) share
-        # one timing wheel per broker.
+        # Delayed operations (long-poll fetches, acks=all produces, DeleteRecords waiting
+        # for the replicas, group joins) share one timing wheel per broker.
         self.timer = Timer(logger=self.log)
         self.produce_purgatory: Purgatory[Any] = Purgatory("Produce", self.timer, logger=self.log)
         self.fetch_purgatory: Purgatory[Any] = Purgatory("Fetch", self.timer, logger=self.log)
+        self.delete_records_purgatory: Purgatory[Any] = Purgatory(
+            "DeleteRecords", self.timer, logger=self.log)
         self.logs = LogManager(
             cfg.log_dirs, cfg, logger=self.log.bind(component="log"),
             high_watermark=self._high_watermark_of,
@@ -82,7 +84,7 @@ class Broker:
         )
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
-            self.plugins, self.log.bind(component="replica"),
+            self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
         )
         self.metrics_port: int | None = None
         self._stopped = asyncio.Event()
@@ -183,6 +185,7 @@ class Broker:
             await listener.close_connections(SHUTDOWN_GRACE_S)
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        self.delete_records_purgatory.shutdown()
         self.timer.shutdown()
         await self.logs.stop()
         if self._metadata is not None:
@@ -205,6 +208,7 @@ class Broker:
         return StateSample(partitions, {
             "Produce": self.produce_purgatory.num_delayed,
             "Fetch": self.fetch_purgatory.num_delayed,
+            "DeleteRecords": self.delete_records_purgatory.num_delayed,
         })
 
     def _high_watermark_of(self, log: Any) -> int | None:

@@ -1,13 +1,27 @@
 """DeleteRecords (key 21): move a partition's log start offset forward (offset -1: to
-the high watermark); whole segments below it are deleted."""
+the high watermark); whole segments below it are deleted.
+
+As Kafka, the answer waits in the DeleteRecords purgatory until the low watermark (the
+smallest log start offset among the replicas on live brokers) reaches the requested
+offset; followers report theirs in their fetches. With one replica it is reached at
+once. A partition still short of it at ``timeout_ms`` answers REQUEST_TIMED_OUT with the
+low watermark it had. A topic whose cleanup.policy lacks ``delete`` refuses with
+POLICY_VIOLATION.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from dataclasses import dataclass, field
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from kernel.handlers.partition_requests import answer_partitions
 from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import KafkaError
+from kernel.purgatory import DelayedOperation
 from kernel.replica.partition import Partition
 from kernel.routing import RequestContext
 
@@ -15,18 +29,111 @@ API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
+INVALID_LOW_WATERMARK = -1
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A partition whose low watermark has not reached the requested offset yet;
+    ``fields`` is its answer, REQUEST_TIMED_OUT until it does."""
+
+    partition: Partition
+    required_offset: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    live = ctx.broker.metadata.image.brokers
+    pending: dict[tuple[str, int], _Pending] = {}
+
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
+        if not partition.log.config.delete:
+            raise KafkaError(ErrorCode.policy_violation,
+                             f"records of {partition} cannot be deleted: cleanup.policy is "
+                             f"{','.join(partition.log.config.cleanup_policy)}")
         hw = partition.high_watermark
         offset = hw if item.offset == -1 else item.offset
-        low = partition.log.delete_records_before(offset, high_watermark=hw)
-        return {"low_watermark": low}
+        partition.log.delete_records_before(offset, high_watermark=hw)
+        low = partition.low_watermark(live)
+        if low >= offset:
+            return {"low_watermark": low}
+        pending[partition.key] = _Pending(partition, offset)
+        return {"low_watermark": low, "error_code": ErrorCode.request_timed_out}
 
-    m = response_module(API_KEY, ctx.api_version)
     topics = answer_partitions(ctx, request.topics, topic_attr="name",
                                partition_attr="partitions", index_attr="partition_index",
                                operation="DELETE", answer=answer)
+    if not pending:
+        return _response(ctx, topics)
+    for name, parts in topics:
+        for fields in parts:
+            waiting = pending.get((name, fields["partition_index"]))
+            if waiting is not None:
+                waiting.fields = fields  # the answer the wait completes
+    return _wait_for_replicas(ctx, int(request.timeout.total_seconds() * 1000),
+                              list(pending.values()), topics)
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """Completes when every pending partition's low watermark reached its offset, or
+    the partition can no longer answer here (leadership moved, topic deleted)."""
+
+    def __init__(self, ctx: RequestContext, timeout_ms: int, pending: list[_Pending],
+                 done: asyncio.Future[None]) -> None:
+        super().__init__(timeout_ms)
+        self.ctx = ctx
+        self.pending = pending
+        self.done = done
+
+    def try_complete(self) -> bool:
+        broker = self.ctx.broker
+        live = broker.metadata.image.brokers
+        still: list[_Pending] = []
+        for w in self.pending:
+            p = w.partition
+            gone = broker.replicas.get_partition(p.topic, p.partition) is not p
+            if gone or not p.is_leader:
+                w.fields.update(low_watermark=INVALID_LOW_WATERMARK, error_code=(
+                    ErrorCode.unknown_topic_or_partition if gone
+                    else ErrorCode.not_leader_or_follower))
+                continue
+            low = p.low_watermark(live)
+            if low >= w.required_offset:
+                w.fields.update(error_code=ErrorCode.none, low_watermark=low)
+                continue
+            still.append(w)
+        self.pending = still
+        if not still:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def on_expiration(self) -> None:
+        pass
+
+
+async def _wait_for_replicas(ctx: RequestContext, timeout_ms: int, pending: list[_Pending],
+                             topics: list[tuple[str, list[dict[str, Any]]]]) -> Any:
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    op = DelayedDeleteRecords(ctx, timeout_ms, pending, done)
+    keys = [w.partition.key for w in pending]
+    if not ctx.broker.delete_records_purgatory.try_complete_else_watch(op, keys):
+        try:
+            await done
+        except asyncio.CancelledError:
+            op.cancel()
+            raise
+    for w in pending:
+        if w.fields["error_code"] != ErrorCode.none:
+            ctx.broker.metrics.error(w.fields["error_code"])
+    return _response(ctx, topics)
+
+
+def _response(ctx: RequestContext, topics: list[tuple[str, list[dict[str, Any]]]]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
     return make(
         m.DeleteRecordsResponse, throttle_time=datetime.timedelta(0),
         topics=tuple(

@@ -1,9 +1,11 @@
 """Fetch (key 1): bytes straight from segment files, with long polls in purgatory.
 
 Consumers read below the high watermark; follower replicas (replica id >= 0) read up to
-the log end and report their progress to the leader. When fewer than ``min_bytes`` are
-available the request waits in the Fetch purgatory, watched on its partitions, until
-appends bring enough bytes or ``max_wait`` passes; then it reads again and answers.
+the log end and report their progress to the leader. A follower needs CLUSTER_ACTION on
+the cluster and must be one of the partition's replicas. When fewer than ``min_bytes``
+are available the request waits in the Fetch purgatory, watched on its partitions, until
+enough bytes become readable (appends for followers, the high watermark for consumers) or
+``max_wait`` passes; then it reads again and answers.
 
 Incremental fetch sessions (KIP-227) are not created: every response carries session id
 0, which tells clients to keep sending full fetch requests, as Kafka does when its
@@ -20,6 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.handlers.create_topics import CLUSTER_NAME
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
@@ -44,6 +47,8 @@ class FetchPartitionState:
     max_bytes: int
     current_leader_epoch: int
     last_fetched_epoch: int
+    # A follower's own log start offset (Fetch v5+), for the DeleteRecords low watermark.
+    follower_log_start_offset: int = -1
     partition: Partition | None = None
     error: ErrorCode = ErrorCode.none
     records: bytes | memoryview = b""
@@ -60,6 +65,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if getattr(request, "session_id", 0) != 0 or getattr(request, "session_epoch", -1) > 0:
         return _top_level_error(ctx, ErrorCode.fetch_session_id_not_found)
     replica_id = _replica_id(request)
+    follower = replica_id >= 0
+    # Kafka: a follower fetch needs CLUSTER_ACTION; without it every partition is refused.
+    cluster_action = follower and broker.plugins.authorize(
+        ctx.session, "CLUSTER_ACTION", "CLUSTER", CLUSTER_NAME)
     image = broker.metadata.image
     access = TopicAccess(ctx, "READ")
     states: list[FetchPartitionState] = []
@@ -70,17 +79,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             state = FetchPartitionState(
                 name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
                 getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
+                getattr(p, "log_start_offset", -1),
             )
             states.append(state)
             if name is None:
                 state.error = ErrorCode.unknown_topic_id
                 continue
-            if replica_id < 0 and not access.allowed(name):
+            if not (cluster_action if follower else access.allowed(name)):
                 state.error = ErrorCode.topic_authorization_failed
                 continue
             try:
-                state.partition = broker.replicas.leader_partition(name, p.partition, image)
-                state.partition.check_leader_epoch(state.current_leader_epoch)
+                partition = broker.replicas.leader_partition(name, p.partition, image)
+                partition.check_leader_epoch(state.current_leader_epoch)
+                if follower:
+                    partition.check_follower(replica_id, state.current_leader_epoch)
+                state.partition = partition
             except KafkaError as e:
                 state.error = e.error_code
     total = _read_all(ctx, request, states, replica_id)
@@ -96,6 +109,14 @@ def _replica_id(request: Any) -> int:
     if state is not None:
         return int(state.replica_id)
     return int(getattr(request, "replica_id", -1))
+
+
+def _readable_end(p: Partition, replica_id: int, read_committed: bool) -> int:
+    """The offset a fetch may read up to: the log end for a follower, else the high
+    watermark (the last stable offset for read_committed consumers)."""
+    if replica_id >= 0:
+        return int(p.log.log_end_offset)
+    return p.last_stable_offset if read_committed else p.high_watermark
 
 
 def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
@@ -122,20 +143,16 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             if epoch != s.last_fetched_epoch or end_offset < s.fetch_offset:
                 s.diverging = (epoch, end_offset)
                 continue
-        if replica_id >= 0:
-            max_offset = log.log_end_offset
-        elif read_committed:
-            max_offset = p.last_stable_offset
-        else:
-            max_offset = p.high_watermark
         try:
-            info = log.read(s.fetch_offset, min(s.max_bytes, remaining), max_offset,
+            info = log.read(s.fetch_offset, min(s.max_bytes, remaining),
+                            _readable_end(p, replica_id, read_committed),
                             min_one_batch=total == 0)
         except KafkaError as e:
             s.error = e.error_code
             continue
         if replica_id >= 0:
-            p.update_follower_fetch_state(replica_id, s.fetch_offset)
+            ctx.broker.replicas.follower_fetched(p, replica_id, s.fetch_offset,
+                                                 s.follower_log_start_offset)
         if info.first_entry_incomplete:
             # As Kafka does from Fetch v3: a batch cut by the limits is not sent; the
             # partition comes first in a later request and gets it whole (KIP-74).
@@ -151,15 +168,18 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
 
 
 class DelayedFetch(DelayedOperation):
-    """Completes once enough bytes were appended to the watched partitions, or when
+    """Completes once enough bytes became readable on the watched partitions, or when
     one of them can no longer be read here (leadership moved, topic deleted)."""
 
-    def __init__(self, ctx: RequestContext, states: list[FetchPartitionState], min_bytes: int,
-                 already: int, timeout_ms: int, done: asyncio.Future[None]) -> None:
+    def __init__(self, ctx: RequestContext, request: Any, states: list[FetchPartitionState],
+                 replica_id: int, already: int, timeout_ms: int,
+                 done: asyncio.Future[None]) -> None:
         super().__init__(timeout_ms)
         self.ctx = ctx
         self.states = states
-        self.min_bytes = min_bytes
+        self.replica_id = replica_id
+        self.read_committed = request.isolation_level == READ_COMMITTED
+        self.min_bytes = request.min_bytes
         self.already = already
         self.done = done
 
@@ -172,7 +192,7 @@ class DelayedFetch(DelayedOperation):
                 continue
             if replicas.get_partition(p.topic, p.partition) is not p or not p.is_leader:
                 return self.force_complete()
-            if p.high_watermark > s.fetch_offset:
+            if _readable_end(p, self.replica_id, self.read_committed) > s.fetch_offset:
                 accumulated += p.log.appended_bytes - s.appended_at_wait
         if accumulated >= self.min_bytes:
             return self.force_complete()
@@ -193,7 +213,7 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
         if s.partition is not None:
             s.appended_at_wait = s.partition.log.appended_bytes
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(ctx, states, request.min_bytes, already, max_wait_ms, done)
+    op = DelayedFetch(ctx, request, states, replica_id, already, max_wait_ms, done)
     keys = [s.partition.key for s in states if s.partition is not None]
     if not ctx.broker.fetch_purgatory.try_complete_else_watch(op, keys):
         try:

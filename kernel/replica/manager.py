@@ -2,8 +2,8 @@
 
 It follows the cluster image: a partition whose replicas include this broker gets a
 log and a Partition (leader or follower as the image says); a deleted topic's logs are
-deleted; changed topic configs reach the logs. Appends and high-watermark moves wake
-the operations waiting in the Produce and Fetch purgatories.
+deleted; changed topic configs reach the logs. Appends, high-watermark moves and follower
+fetches wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class ReplicaManager:
         log_manager: Any,
         produce_purgatory: Purgatory[Any],
         fetch_purgatory: Purgatory[Any],
+        delete_records_purgatory: Purgatory[Any],
         plugins: PluginFacade,
         logger: Any,
     ) -> None:
@@ -38,6 +39,7 @@ class ReplicaManager:
         self.logs = log_manager
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
+        self.delete_records_purgatory = delete_records_purgatory
         self._plugins = plugins
         self._log = logger
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -81,10 +83,13 @@ class ReplicaManager:
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
                 self.logs.delete_log(topic.name, index)
-                # Waiting fetches and produces for the partition answer now.
-                self.fetch_purgatory.check_and_complete(partition.key)
-                self.produce_purgatory.check_and_complete(partition.key)
+                self._wake_all(partition.key)  # waiting operations answer now
         self._log.info("deleted topic logs", topic=topic.name)
+
+    def _wake_all(self, key: TopicPartition) -> None:
+        self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Broker-level defaults changed (dynamic broker configs): refresh every log."""
@@ -108,6 +113,13 @@ class ReplicaManager:
 
     # -- wake-ups -----------------------------------------------------------
 
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int,
+                         log_start_offset: int) -> None:
+        """A follower's fetch reports its log end (moving the high watermark, which wakes
+        produces and consumer fetches) and its log start offset (DeleteRecords)."""
+        partition.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset)
+        self.delete_records_purgatory.check_and_complete(partition.key)
+
     def _on_high_watermark(self, partition: Partition, high_watermark: int) -> None:
         key = partition.key
         self.produce_purgatory.check_and_complete(key)
@@ -115,5 +127,9 @@ class ReplicaManager:
         self._plugins.high_watermark_changed(partition.topic, partition.partition, high_watermark)
 
     def appended(self, partition: Partition, first_offset: int, last_offset: int) -> None:
+        if partition.high_watermark <= last_offset:
+            # The high watermark waits for followers: only their fetches can complete
+            # now (as Kafka checks the Fetch purgatory after every append).
+            self.fetch_purgatory.check_and_complete(partition.key)
         self._plugins.log_appended(partition.topic, partition.partition, first_offset,
                                    last_offset)

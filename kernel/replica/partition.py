@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ class ReplicaProgress:
     """What the leader knows about a follower (from its fetch requests)."""
 
     log_end_offset: int = -1
+    log_start_offset: int = -1  # unknown until its first fetch, as in Kafka
     last_caught_up_ms: int = 0
 
 
@@ -101,14 +102,40 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
+    def check_follower(self, replica_id: int, current_leader_epoch: int) -> None:
+        """A follower fetch must come from one of the partition's replicas. As Kafka:
+        UNKNOWN_LEADER_EPOCH when the request names an epoch (the replica may be new to
+        an assignment this broker has not seen yet), else NOT_LEADER_OR_FOLLOWER."""
+        if replica_id in self.remote_replicas:
+            return
+        raise KafkaError(
+            ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0
+            else ErrorCode.not_leader_or_follower,
+            f"broker {replica_id} is not a replica of {self} (replicas "
+            f"{list(self.state.replicas) if self.state is not None else []})",
+        )
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    log_start_offset: int) -> None:
+        """Record a follower's fetch: its log end offset (the offset it asks for) moves
+        the high watermark, and its log start offset the low watermark."""
         progress = self.remote_replicas.get(replica_id)
         if progress is None:
             return
         progress.log_end_offset = fetch_offset
+        progress.log_start_offset = log_start_offset
         if fetch_offset >= self.log.log_end_offset:
             progress.last_caught_up_ms = int(time.time() * 1000)
         self.maybe_increment_high_watermark()
+
+    def low_watermark(self, live_brokers: Container[int]) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset among this replica
+        and the followers on live brokers; DeleteRecords waits for it."""
+        low = self.log.log_start_offset
+        for replica_id, progress in self.remote_replicas.items():
+            if replica_id in live_brokers and progress.log_start_offset < low:
+                low = progress.log_start_offset
+        return low
 
     def maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:

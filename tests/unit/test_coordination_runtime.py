@@ -247,7 +247,8 @@ def test_responses_wait_for_the_high_watermark(broker: EmbeddedBroker) -> None:
     (read,) = toy.on_loop(lambda: (toy.runtime.read(0, lambda s: dict(s.values)),))
     time.sleep(0.1)
     assert not pending.done() and not read.done()
-    toy.on_loop(lambda: partition.update_follower_fetch_state(2, partition.log.log_end_offset))
+    toy.on_loop(lambda: partition.update_follower_fetch_state(
+        2, partition.log.log_end_offset, partition.log.log_start_offset))
     assert toy.result(pending) == "ok"
     assert toy.result(read) == {b"a": b"1"}
 
