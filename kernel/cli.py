@@ -29,6 +29,7 @@ async def _serve(config: str | None, overrides: list[str]) -> None:
 
     broker = Broker(load_config(config, overrides))
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(broker.report_loop_error)
     stopping: list[asyncio.Task[None]] = []
 
     def request_stop(signame: str) -> None:

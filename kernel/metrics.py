@@ -107,6 +107,10 @@ class BrokerMetrics:
         self.errors = Counter(
             "kafkernel_errors", "Error codes returned, by error name.", ["error"], registry=r
         )
+        self.errors_logged = Counter(
+            "kafkernel_log_errors", "Error-level events the broker logged (failures that "
+            "were handled by logging them).", registry=r,
+        )
         self.build_info = Gauge(
             "kafkernel_build_info", "Build of this broker (value is always 1).",
             ["version", "broker_id"], registry=r,

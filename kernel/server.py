@@ -11,6 +11,8 @@ cleanly, metadata backend stop.
 from __future__ import annotations
 
 import asyncio
+import collections
+from collections.abc import MutableMapping
 from typing import Any
 
 from kernel import handlers
@@ -34,6 +36,7 @@ from kernel.replica.manager import ReplicaManager
 from kernel.routing import ApiRegistry, RoutingError
 
 SHUTDOWN_GRACE_S = 5.0
+RECENT_ERRORS = 20
 
 
 class Broker:
@@ -41,7 +44,11 @@ class Broker:
         self.loaded = loaded
         self.config = loaded.broker
         cfg = self.config
-        self.log: Any = make_logger(cfg.logging_format, cfg.logging_level, broker_id=cfg.broker_id)
+        # Error-level log events, counted (a metric) with the last few kept: tests fail
+        # on any they did not expect, and operators can alert on the count.
+        self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
+        self.log: Any = make_logger(cfg.logging_format, cfg.logging_level,
+                                    on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
         self._plugin_settings = self._validate_plugin_tables()
         self.routes = ApiRegistry()
@@ -194,6 +201,20 @@ class Broker:
         self._started = False
         self._stopped.set()
         self.log.info("broker stopped")
+
+    def _error_logged(self, event: MutableMapping[str, Any]) -> None:
+        self.recent_errors.append(" ".join(f"{k}={v}" for k, v in event.items()))
+        metrics = getattr(self, "metrics", None)  # errors while constructing come first
+        if metrics is not None:
+            metrics.errors_logged.inc()
+
+    def report_loop_error(self, loop: asyncio.AbstractEventLoop,
+                          context: dict[str, Any]) -> None:
+        """An event loop exception handler for whoever runs the broker's loop: what
+        escaped a callback or a task nobody awaited is logged as the broker's error."""
+        exc = context.get("exception")
+        self.log.error("unhandled error on the event loop", message=context.get("message"),
+                       error=repr(exc) if exc is not None else None)
 
     def _state_sample(self) -> StateSample:
         """Runs in the metrics HTTP thread: copies before iterating, reads plain ints."""

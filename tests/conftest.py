@@ -11,7 +11,9 @@ from kernel.testing.embedded import EmbeddedBroker
 
 
 @pytest.fixture
-def broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
+def broker_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., EmbeddedBroker]]:
+    """Brokers stopped after the test; one that logged an error fails the test unless it
+    is marked ``broker_errors`` (a failure that was only logged is still a failure)."""
     started: list[EmbeddedBroker] = []
 
     def factory(settings: dict[str, Any] | None = None, **kwargs: Any) -> EmbeddedBroker:
@@ -22,6 +24,9 @@ def broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
     yield factory
     for b in reversed(started):
         b.stop()
+    errors = [e for b in started for e in b.logged_errors]
+    if errors and request.node.get_closest_marker("broker_errors") is None:
+        pytest.fail("the broker logged errors:\n" + "\n".join(errors), pytrace=False)
 
 
 @pytest.fixture

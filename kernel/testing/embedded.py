@@ -43,6 +43,8 @@ class EmbeddedBroker:
         self._plugin_tables = {k: dict(v) for k, v in (plugin_settings or {}).items()}
         self._config_file = config_file
         self.broker: Broker | None = None
+        # Error-level events of every run of this broker (restarts included).
+        self.logged_errors: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -62,6 +64,7 @@ class EmbeddedBroker:
                 self.broker = Broker(load_config(
                     self._config_file, extra=self._extra, plugin_tables=self._plugin_tables
                 ))
+                loop.set_exception_handler(self.broker.report_loop_error)
                 loop.run_until_complete(self.broker.start())
             except BaseException as e:
                 started.set_exception(e)
@@ -89,6 +92,9 @@ class EmbeddedBroker:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(timeout)
+        if self.broker is not None:
+            self.logged_errors.extend(self.broker.recent_errors)
+            self.broker.recent_errors.clear()
         self._loop = None
         self._thread = None
         if remove_data if remove_data is not None else self._own_dir:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
@@ -120,6 +121,32 @@ def test_metrics_endpoint_shows_request_and_topic_metrics(
     assert sample(samples, "kafkernel_log_flush_seconds_bucket", le="+Inf") == flushes
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
+
+
+@pytest.mark.broker_errors
+def test_an_error_that_escapes_to_the_event_loop_is_logged_and_counted(
+    broker_factory: Callable[..., EmbeddedBroker]
+) -> None:
+    """What escapes a loop callback is the broker's logged error, counted in
+    kafkernel_log_errors_total, and kept where the test fixture finds it."""
+    b = broker_factory({"metrics.port": 0})
+    assert b.broker is not None and b.broker.metrics_port
+    assert sample(scrape(b.broker.metrics_port), "kafkernel_log_errors_total") == 0
+
+    def fail() -> None:
+        raise RuntimeError("escaped")
+
+    assert b._loop is not None
+    b._loop.call_soon_threadsafe(fail)
+    deadline = time.monotonic() + 5
+    while not b.broker.recent_errors:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert "unhandled error on the event loop" in b.broker.recent_errors[0]
+    assert "RuntimeError('escaped')" in b.broker.recent_errors[0]
+    assert sample(scrape(b.broker.metrics_port), "kafkernel_log_errors_total") == 1
+    b.stop()
+    assert len(b.logged_errors) == 1
 
 
 def test_pytest_fixture_in_a_scratch_project(tmp_path: Path) -> None:
