@@ -406,13 +406,14 @@ class LogManager:
     async def flush_log(self, log: Log, up_to_offset: int | None = None) -> None:
         """fsync ``log`` up to ``up_to_offset`` (default: its current log end offset) in
         a worker thread; e.g. a produce path that must not answer before the fsync."""
+        now_ms = self._time_ms()  # the manager's clock decides when flush.ms is due
         if self._loop is None:
-            log.flush(up_to_offset)
+            log.flush(up_to_offset, now_ms)
             return
         up_to = log.log_end_offset if up_to_offset is None else up_to_offset
         if up_to > log.recovery_point and not log.closed:
             started = time.perf_counter()
-            await self._in_thread(log.flush, up_to)
+            await self._in_thread(log.flush, up_to, now_ms)
             if self._on_flush is not None:
                 self._on_flush(time.perf_counter() - started)
 

@@ -265,6 +265,15 @@ def test_flush_ms_timer_flushes_only_the_logs_past_their_interval(tmp_path: Path
         assert young.recovery_point == 5 and len(flushes) == 2
         await timer_ticks()
         assert len(flushes) == 2  # nothing unflushed: no more fsyncs
+        # The last flush is on the manager's clock, so the next one is due flush.ms later.
+        assert (old.last_flush_ms, young.last_flush_ms) == (NOW + 1_000, NOW + 1_600)
+        old.append_as_leader(batch(), 0, clock[0])
+        clock[0] = NOW + 2_000
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if old.recovery_point == 10:
+                break
+        assert old.recovery_point == 10 and len(flushes) == 3
         await m.stop()
 
     asyncio.run(scenario())
