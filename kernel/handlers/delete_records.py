@@ -11,7 +11,6 @@ POLICY_VIOLATION.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from kernel.handlers.partition_requests import answer_partitions
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.purgatory import DelayedOperation
+from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
 from kernel.routing import RequestContext
 
@@ -74,16 +73,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                               list(pending.values()), topics)
 
 
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(DelayedResponse):
     """Completes when every pending partition's low watermark reached its offset, or
     the partition can no longer answer here (leadership moved, topic deleted)."""
 
-    def __init__(self, ctx: RequestContext, timeout_ms: int, pending: list[_Pending],
-                 done: asyncio.Future[None]) -> None:
+    def __init__(self, ctx: RequestContext, timeout_ms: int, pending: list[_Pending]) -> None:
         super().__init__(timeout_ms)
         self.ctx = ctx
         self.pending = pending
-        self.done = done
 
     def try_complete(self) -> bool:
         broker = self.ctx.broker
@@ -107,25 +104,11 @@ class DelayedDeleteRecords(DelayedOperation):
             return self.force_complete()
         return False
 
-    def on_complete(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def on_expiration(self) -> None:
-        pass
-
 
 async def _wait_for_replicas(ctx: RequestContext, timeout_ms: int, pending: list[_Pending],
                              topics: list[tuple[str, list[dict[str, Any]]]]) -> Any:
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    op = DelayedDeleteRecords(ctx, timeout_ms, pending, done)
-    keys = [w.partition.key for w in pending]
-    if not ctx.broker.delete_records_purgatory.try_complete_else_watch(op, keys):
-        try:
-            await done
-        except asyncio.CancelledError:
-            op.cancel()
-            raise
+    op = DelayedDeleteRecords(ctx, timeout_ms, pending)
+    await op.wait_in(ctx.broker.delete_records_purgatory, [w.partition.key for w in pending])
     for w in pending:
         if w.fields["error_code"] != ErrorCode.none:
             ctx.broker.metrics.error(w.fields["error_code"])

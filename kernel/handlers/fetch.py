@@ -14,7 +14,6 @@ session cache is full. A request naming a session gets FETCH_SESSION_ID_NOT_FOUN
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import uuid
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from kernel.handlers.create_topics import CLUSTER_NAME
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.purgatory import DelayedOperation
+from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
 from kernel.routing import RequestContext
 
@@ -167,13 +166,12 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
     return total
 
 
-class DelayedFetch(DelayedOperation):
+class DelayedFetch(DelayedResponse):
     """Completes once enough bytes became readable on the watched partitions, or when
     one of them can no longer be read here (leadership moved, topic deleted)."""
 
     def __init__(self, ctx: RequestContext, request: Any, states: list[FetchPartitionState],
-                 replica_id: int, already: int, timeout_ms: int,
-                 done: asyncio.Future[None]) -> None:
+                 replica_id: int, already: int, timeout_ms: int) -> None:
         super().__init__(timeout_ms)
         self.ctx = ctx
         self.states = states
@@ -181,7 +179,6 @@ class DelayedFetch(DelayedOperation):
         self.read_committed = request.isolation_level == READ_COMMITTED
         self.min_bytes = request.min_bytes
         self.already = already
-        self.done = done
 
     def try_complete(self) -> bool:
         replicas = self.ctx.broker.replicas
@@ -198,13 +195,6 @@ class DelayedFetch(DelayedOperation):
             return self.force_complete()
         return False
 
-    def on_complete(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def on_expiration(self) -> None:
-        pass
-
 
 async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
                      replica_id: int, max_wait_ms: int) -> Any:
@@ -212,15 +202,9 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
     for s in states:
         if s.partition is not None:
             s.appended_at_wait = s.partition.log.appended_bytes
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(ctx, request, states, replica_id, already, max_wait_ms, done)
-    keys = [s.partition.key for s in states if s.partition is not None]
-    if not ctx.broker.fetch_purgatory.try_complete_else_watch(op, keys):
-        try:
-            await done
-        except asyncio.CancelledError:
-            op.cancel()
-            raise
+    op = DelayedFetch(ctx, request, states, replica_id, already, max_wait_ms)
+    await op.wait_in(ctx.broker.fetch_purgatory,
+                     [s.partition.key for s in states if s.partition is not None])
     # Read again: the partitions may have moved on, been deleted or changed leader.
     image = ctx.broker.metadata.image
     for s in states:

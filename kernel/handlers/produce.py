@@ -8,7 +8,6 @@ have it) or the request's timeout passes.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import time
 import uuid
@@ -21,7 +20,7 @@ from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
-from kernel.purgatory import DelayedOperation
+from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
 from kernel.routing import RequestContext
 
@@ -119,14 +118,12 @@ def _replicated(result: PartitionResult) -> bool:
     return p is None or result.error != ErrorCode.none or p.high_watermark >= result.required_offset
 
 
-class DelayedProduce(DelayedOperation):
+class DelayedProduce(DelayedResponse):
     """Waits until every appended partition's high watermark passes its append."""
 
-    def __init__(self, timeout_ms: int, results: list[PartitionResult],
-                 done: asyncio.Future[None]) -> None:
+    def __init__(self, timeout_ms: int, results: list[PartitionResult]) -> None:
         super().__init__(timeout_ms)
         self.results = results
-        self.done = done
 
     def try_complete(self) -> bool:
         for r in self.results:
@@ -141,11 +138,7 @@ class DelayedProduce(DelayedOperation):
         for r in self.results:
             if not _replicated(r):
                 r.error = ErrorCode.request_timed_out
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def on_expiration(self) -> None:
-        pass
+        super().on_complete()
 
 
 async def _wait_for_durability(ctx: RequestContext, request: Any,
@@ -155,16 +148,9 @@ async def _wait_for_durability(ctx: RequestContext, request: Any,
         await ctx.broker.logs.flush_log(partition.log)
     if request.acks != -1 or all(_replicated(r) for r in results):
         return _response(ctx, results)
-    timeout_ms = int(request.timeout.total_seconds() * 1000)
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    op = DelayedProduce(timeout_ms, results, done)
-    keys = [r.partition.key for r in results if r.partition is not None]
-    if not ctx.broker.produce_purgatory.try_complete_else_watch(op, keys):
-        try:
-            await done
-        except asyncio.CancelledError:
-            op.cancel()
-            raise
+    op = DelayedProduce(int(request.timeout.total_seconds() * 1000), results)
+    await op.wait_in(ctx.broker.produce_purgatory,
+                     [r.partition.key for r in results if r.partition is not None])
     return _response(ctx, results)
 
 

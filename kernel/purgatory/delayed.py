@@ -14,13 +14,14 @@ locks, no ``safeTryComplete`` and no sharded watcher lists: ``try_complete``,
 
 from __future__ import annotations
 
+import asyncio
 from abc import abstractmethod
 from collections.abc import Collection, Hashable
 from typing import Any, Generic, TypeVar
 
 from kernel.purgatory.timing_wheel import Timer, TimerTask
 
-__all__ = ["DelayedOperation", "Purgatory"]
+__all__ = ["DelayedOperation", "DelayedResponse", "Purgatory"]
 
 
 class DelayedOperation(TimerTask):
@@ -80,6 +81,35 @@ class DelayedOperation(TimerTask):
     @abstractmethod
     def on_expiration(self) -> None:
         """Called after ``on_complete`` when the timeout caused completion (metrics)."""
+
+
+class DelayedResponse(DelayedOperation):
+    """A delayed operation that a request handler awaits (``wait_in``): its completion,
+    by its condition or by its timeout, resolves ``done``; the handler then answers."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def on_expiration(self) -> None:
+        pass
+
+    async def wait_in(self, purgatory: Purgatory[Any], keys: Collection[Hashable]) -> None:
+        """Watch on ``keys`` unless it completes at once, then wait for completion. A
+        cancelled wait (the connection went away) stops the timeout too."""
+        if purgatory.try_complete_else_watch(self, keys):
+            return
+        try:
+            await self.done
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
 
 
 T = TypeVar("T", bound=DelayedOperation)

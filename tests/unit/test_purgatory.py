@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.purgatory import DelayedOperation, Purgatory, Timer
+from kernel.purgatory import DelayedOperation, DelayedResponse, Purgatory, Timer
 
 
 class FakeClock:
@@ -309,45 +309,45 @@ def test_completion_happens_exactly_once(actions: list[str]) -> None:
 # -- on a real event loop ---------------------------------------------------------------
 
 
-class FutureOperation(DelayedOperation):
-    """What a handler would do: resolve a future that the request coroutine awaits."""
+class Ready(DelayedResponse):
+    """What a handler parks: completes once ``ready`` is set and its key checked."""
 
-    def __init__(self, delay_ms: int, future: asyncio.Future[str]) -> None:
+    def __init__(self, delay_ms: int, ready: bool = False) -> None:
         super().__init__(delay_ms)
-        self.future = future
-        self.ready = False
-        self.expired = False
+        self.ready = ready
 
     def try_complete(self) -> bool:
         return self.force_complete() if self.ready else False
 
-    def on_complete(self) -> None:
-        self.future.set_result("expired" if not self.ready else "completed")
 
-    def on_expiration(self) -> None:
-        self.expired = True
-
-
-def test_real_loop_expiry_and_early_completion() -> None:
+def test_a_handler_waits_for_completion_expiry_or_its_own_cancellation() -> None:
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        purgatory: Purgatory[FutureOperation] = Purgatory("Fetch", Timer())
+        purgatory: Purgatory[Ready] = Purgatory("Fetch", Timer())
 
-        expiring = FutureOperation(50, loop.create_future())
-        assert not purgatory.try_complete_else_watch(expiring, [("t", 0)])
-        early = FutureOperation(10_000, loop.create_future())
-        assert not purgatory.try_complete_else_watch(early, [("t", 1)])
+        await asyncio.wait_for(Ready(10_000, ready=True).wait_in(purgatory, [("t", 0)]), 1)
+        assert purgatory.num_delayed == 0  # completed at once, never parked
 
+        early = Ready(10_000)
+        waiting = asyncio.ensure_future(early.wait_in(purgatory, [("t", 1)]))
         await asyncio.sleep(0.01)
+        assert not waiting.done() and purgatory.num_delayed == 1
         early.ready = True
         assert purgatory.check_and_complete(("t", 1)) == 1
-        assert await asyncio.wait_for(early.future, 1) == "completed"
-        assert not early.expired
+        await asyncio.wait_for(waiting, 1)
 
-        assert await asyncio.wait_for(expiring.future, 5) == "expired"
-        assert expiring.expired
-        assert purgatory.num_delayed == 0
-        assert purgatory.timer.size == 0
+        expiring = Ready(50)
+        await asyncio.wait_for(expiring.wait_in(purgatory, [("t", 2)]), 5)
+        assert expiring.is_completed and not expiring.ready
+
+        # The connection went away: the wait is cancelled and so is the timeout.
+        abandoned = Ready(10_000)
+        waiting = asyncio.ensure_future(abandoned.wait_in(purgatory, [("t", 3)]))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not abandoned.is_completed
+        assert purgatory.num_delayed == 0 and purgatory.timer.size == 0
         purgatory.shutdown()
 
     asyncio.run(main())
