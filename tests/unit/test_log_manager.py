@@ -12,6 +12,7 @@ import pytest
 
 from kernel.config import BrokerConfig, resolve_topic_configs
 from kernel.log.checkpoint import read_offset_checkpoint
+from kernel.log.log import Log
 from kernel.log.manager import CLEAN_SHUTDOWN_FILE, LogDirInUseError, LogManager
 from kernel.log.records import SimpleRecord, build_batch
 from kernel.log.segment import LogSegment
@@ -237,6 +238,13 @@ def test_flush_ms_timer_flushes_only_the_logs_past_their_interval(tmp_path: Path
     async def timer_ticks(n: int = 5) -> None:
         await asyncio.sleep(n * 0.01 + 0.05)
 
+    async def flushed_to(log: Log, offset: int) -> None:
+        """Give the scheduler up to a second to move the recovery point there."""
+        for _ in range(100):
+            if log.recovery_point == offset:
+                return
+            await asyncio.sleep(0.01)
+
     async def scenario() -> None:
         m = LogManager([tmp_path], config, time_ms=lambda: clock[0], on_flush=flushes.append)
         await m.start()
@@ -249,19 +257,13 @@ def test_flush_ms_timer_flushes_only_the_logs_past_their_interval(tmp_path: Path
         await timer_ticks()
         assert old.recovery_point == young.recovery_point == 0  # both inside flush.ms
         clock[0] = NOW + 1_000  # old's flush.ms elapsed, young has 400 ms to go
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if old.recovery_point == 5:
-                break
+        await flushed_to(old, 5)
         await timer_ticks()
         assert old.recovery_point == 5
         assert young.recovery_point == 0 and young.unflushed_messages == 5
         assert len(flushes) == 1  # the flush latency observer saw exactly that fsync
         clock[0] = NOW + 1_600
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if young.recovery_point == 5:
-                break
+        await flushed_to(young, 5)
         assert young.recovery_point == 5 and len(flushes) == 2
         await timer_ticks()
         assert len(flushes) == 2  # nothing unflushed: no more fsyncs
@@ -269,10 +271,7 @@ def test_flush_ms_timer_flushes_only_the_logs_past_their_interval(tmp_path: Path
         assert (old.last_flush_ms, young.last_flush_ms) == (NOW + 1_000, NOW + 1_600)
         old.append_as_leader(batch(), 0, clock[0])
         clock[0] = NOW + 2_000
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if old.recovery_point == 10:
-                break
+        await flushed_to(old, 10)
         assert old.recovery_point == 10 and len(flushes) == 3
         await m.stop()
 
