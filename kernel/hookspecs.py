@@ -24,6 +24,9 @@ PROJECT = "kafkernel"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+# The one CLUSTER resource's name in authorization, as in Kafka's ACLs.
+CLUSTER_NAME = "kafka-cluster"
+
 
 # ---------------------------------------------------------------------------
 # registration
@@ -78,8 +81,8 @@ def kafkernel_authorize(
 ) -> bool | None:
     """Decide whether ``session.principal`` may perform ``operation`` (Kafka's ACL
     operation name: READ, WRITE, CREATE, DESCRIBE, ...) on a resource (TOPIC, GROUP,
-    CLUSTER, TRANSACTIONAL_ID). Stops at first non-None result; with no authorizer
-    enabled every operation is allowed.
+    CLUSTER, TRANSACTIONAL_ID); the cluster's name is always ``CLUSTER_NAME``. Stops at
+    first non-None result; with no authorizer enabled every operation is allowed.
 
     :returns: True to allow, False to deny, None to leave the decision to others.
     """

@@ -21,8 +21,8 @@ from kernel.handlers.config_entries import (
     checked_broker_configs,
     checked_topic_configs,
 )
-from kernel.handlers.create_topics import CLUSTER_NAME
 from kernel.handlers.describe_configs import broker_id_of
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.routing import RequestContext

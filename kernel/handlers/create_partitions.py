@@ -9,11 +9,11 @@ from typing import Any
 
 from kernel.cluster import ClusterImage
 from kernel.handlers.create_topics import (
-    CLUSTER_NAME,
     MAX_PARTITIONS_PER_BATCH,
     TOO_MANY_PARTITIONS,
     check_replicas,
 )
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.routing import RequestContext

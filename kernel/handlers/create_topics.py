@@ -18,6 +18,7 @@ from typing import Any
 from kernel.cluster import ClusterImage, NewTopic, TopicImage, is_internal_topic, topic_name_problem
 from kernel.config import BrokerConfig
 from kernel.handlers.config_entries import BrokerConfigView, checked_topic_configs
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.routing import RequestContext
@@ -28,7 +29,6 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 ZERO_UUID = uuid.UUID(int=0)
-CLUSTER_NAME = "kafka-cluster"
 # Kafka's controller refuses requests that would add more partitions than one metadata
 # batch may hold (KAFKA-17870), rather than build an unbounded batch in memory.
 MAX_PARTITIONS_PER_BATCH = 10_000

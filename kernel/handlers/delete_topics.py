@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.routing import RequestContext
@@ -23,7 +24,6 @@ MIN_VERSION = 1
 MAX_VERSION = 6
 
 ZERO_UUID = uuid.UUID(int=0)
-CLUSTER_NAME = "kafka-cluster"
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
 from kernel.routing import RequestContext
@@ -17,7 +18,6 @@ API_KEY = 60
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-CLUSTER_NAME = "kafka-cluster"
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
 # Kafka's "authorized operations not requested" sentinel.

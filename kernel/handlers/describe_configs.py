@@ -13,7 +13,7 @@ from typing import Any
 
 from kernel.cluster import topic_name_problem
 from kernel.handlers.config_entries import BrokerConfigView, ConfigEntry, ConfigResourceType
-from kernel.handlers.create_topics import CLUSTER_NAME
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.routing import RequestContext

@@ -21,8 +21,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.handlers.create_topics import CLUSTER_NAME
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedResponse

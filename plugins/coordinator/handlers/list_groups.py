@@ -12,6 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.response import ListGroupsResponse
 
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
@@ -22,7 +23,6 @@ API_KEY = 16
 MIN_VERSION = 0
 MAX_VERSION = 5
 
-CLUSTER_NAME = "kafka-cluster"
 
 
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
