@@ -12,7 +12,7 @@ POLICY_VIOLATION.
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -38,12 +38,12 @@ class _Pending:
 
     partition: Partition
     required_offset: int
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     live = ctx.broker.metadata.image.brokers
-    pending: dict[tuple[str, int], _Pending] = {}
+    pending: list[_Pending] = []
 
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
         if not partition.log.config.delete:
@@ -56,21 +56,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         low = partition.low_watermark(live)
         if low >= offset:
             return {"low_watermark": low}
-        pending[partition.key] = _Pending(partition, offset)
-        return {"low_watermark": low, "error_code": ErrorCode.request_timed_out}
+        fields = {"low_watermark": low, "error_code": ErrorCode.request_timed_out}
+        pending.append(_Pending(partition, offset, fields))
+        return fields  # the partition's answer: the wait completes it
 
     topics = answer_partitions(ctx, request.topics, topic_attr="name",
                                partition_attr="partitions", index_attr="partition_index",
                                operation="DELETE", answer=answer)
     if not pending:
         return _response(ctx, topics)
-    for name, parts in topics:
-        for fields in parts:
-            waiting = pending.get((name, fields["partition_index"]))
-            if waiting is not None:
-                waiting.fields = fields  # the answer the wait completes
-    return _wait_for_replicas(ctx, int(request.timeout.total_seconds() * 1000),
-                              list(pending.values()), topics)
+    return _wait_for_replicas(ctx, int(request.timeout.total_seconds() * 1000), pending,
+                              topics)
 
 
 class DelayedDeleteRecords(DelayedResponse):

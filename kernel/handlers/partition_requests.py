@@ -21,7 +21,9 @@ def answer_partitions(
     index_attr: str, operation: str, answer: PartitionAnswer,
 ) -> list[tuple[str, list[dict[str, Any]]]]:
     """For each requested partition: ``answer(partition, request_item)`` gives the
-    response fields, or the error code stands in ``error_code``."""
+    response fields, or the error code stands in ``error_code``. The dict ``answer``
+    returns is the one in the result (index and error_code filled in when it lacks
+    them), so a handler may keep it and complete it later (DeleteRecords does)."""
     broker = ctx.broker
     image = broker.metadata.image
     out: list[tuple[str, list[dict[str, Any]]]] = []
@@ -37,7 +39,10 @@ def answer_partitions(
                     raise KafkaError(ErrorCode.topic_authorization_failed)
                 partition = broker.replicas.leader_partition(name, index, image)
                 partition.check_leader_epoch(getattr(item, "current_leader_epoch", -1))
-                fields.update(answer(partition, item))
+                answered = answer(partition, item)
+                for key, value in fields.items():
+                    answered.setdefault(key, value)
+                fields = answered
             except KafkaError as e:
                 fields["error_code"] = e.error_code
                 broker.metrics.error(e.error_code)
