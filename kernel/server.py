@@ -44,6 +44,7 @@ class Broker:
         self.loaded = loaded
         self.config = loaded.broker
         cfg = self.config
+        self.metrics = BrokerMetrics(cfg.broker_id)
         # Error-level log events, counted (a metric) with the last few kept: tests fail
         # on any they did not expect, and operators can alert on the count.
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
@@ -56,7 +57,6 @@ class Broker:
             self.plugins.register_apis(self.routes)
         except RoutingError as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
-        self.metrics = BrokerMetrics(cfg.broker_id)
         self.endpoints = parse_endpoints(
             cfg.listeners, cfg.listener_security_protocol_map, "listeners"
         )
@@ -204,9 +204,7 @@ class Broker:
 
     def _error_logged(self, event: MutableMapping[str, Any]) -> None:
         self.recent_errors.append(" ".join(f"{k}={v}" for k, v in event.items()))
-        metrics = getattr(self, "metrics", None)  # errors while constructing come first
-        if metrics is not None:
-            metrics.errors_logged.inc()
+        self.metrics.errors_logged.inc()
 
     def report_loop_error(self, loop: asyncio.AbstractEventLoop,
                           context: dict[str, Any]) -> None:
