@@ -23,6 +23,8 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from kernel.protocol.guard import MalformedFrame, request_guard
+
 API_VERSIONS_KEY = 18
 _HEAD = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -49,21 +51,27 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
 
 
 @cache
-def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, Any]:
-    """(request class, header reader, body reader); raises InvalidRequest when kio has
-    no schema for the pair."""
+def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, Any, Any]:
+    """(request class, guard, header reader, body reader); raises InvalidRequest when
+    kio has no schema for the pair."""
     try:
         cls = load_request_schema(api_key, api_version)
     except UnknownAPIKey:
         raise InvalidRequest(f"unknown API key {api_key}") from None
     except UnknownEntity:
         raise InvalidRequest(f"unsupported version {api_version} of API key {api_key}") from None
-    return cls, entity_reader(cls.__header_schema__), entity_reader(cls)
+    return cls, request_guard(cls), entity_reader(cls.__header_schema__), entity_reader(cls)
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
     api_key, api_version, correlation_id = peek_header(frame)
-    cls, header_reader, body_reader = request_codec(api_key, api_version)
+    cls, guard, header_reader, body_reader = request_codec(api_key, api_version)
+    try:
+        # kio allocates from declared lengths before reading: nothing reaches it that
+        # the frame cannot hold (see guard.py).
+        frame = guard(frame)
+    except MalformedFrame as e:
+        raise InvalidRequest(f"malformed {cls.__name__} v{api_version}: {e}") from None
     try:
         header, offset = header_reader(frame, 0)
         body, _ = body_reader(frame, offset)

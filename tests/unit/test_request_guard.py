@@ -1,0 +1,112 @@
+"""The walk over a request frame that runs before kio's native reader (guard.py)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+from kernel.protocol.codec import InvalidRequest, decode_request
+from kernel.protocol.guard import MalformedFrame, request_guard
+from tests.integration.wire import encode_request
+from tests.kio_strategies import requests
+
+# The issue's reproduction: Metadata v12 whose compact topics array claims 2^32-2 items;
+# kio asked for 34 GB and the broker aborted.
+METADATA_V12_HUGE_TOPICS = bytes.fromhex("000000150003000c00000001000570726f626500ffffffff0f")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def frame_of(entity: Any) -> bytes:
+    return encode_request(entity)[4:]
+
+
+def test_a_collection_longer_than_the_frame_is_refused_before_kio_reads_it() -> None:
+    # The guard alone: without it kio would abort this process (the broker test in
+    # tests/integration/test_hostile_input.py sends the same frame to a broker process).
+    with pytest.raises(MalformedFrame, match=r"an array of 4294967294 at byte 21"):
+        request_guard(MetadataRequest)(METADATA_V12_HUGE_TOPICS[4:])
+
+
+@pytest.mark.parametrize("count", [b"\xff\xff\xff\xfe", b"\x7f\xff\xff\xff", b"\x00\x10\x00\x00"])
+def test_legacy_array_counts_beyond_the_frame_are_refused(count: bytes) -> None:
+    from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
+
+    frame = bytearray(frame_of(MetadataV1(topics=())))
+    frame[-4:] = count
+    with pytest.raises(InvalidRequest):
+        decode_request(bytes(frame))
+
+
+@settings(max_examples=400, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(requests())
+def test_every_valid_request_passes_untouched(entity: Any) -> None:
+    frame = frame_of(entity)
+    assert request_guard(type(entity))(frame) is frame
+
+
+def _metadata_v12(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataRequest:
+    return MetadataRequest(topics=topics, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
+
+
+def test_unknown_tagged_fields_are_skipped() -> None:
+    """KIP-482: a receiver skips the tags it does not know (kio refuses them)."""
+    plain = frame_of(_metadata_v12((MetadataRequestTopic(topic_id=None, name="t"),)))
+    # Every struct ends with its tagged fields; a frame without any ends in b"\x00"
+    # (the topic), b"\x00" (the request). Give the request two unknown tags, 7 and 9.
+    tagged = plain[:-1] + b"\x02" + b"\x07\x03abc" + b"\x09\x00"
+    header, body = decode_request(tagged)
+    assert body == _metadata_v12((MetadataRequestTopic(topic_id=None, name="t"),))
+    assert header.api_key == 3
+
+
+def test_unknown_tags_in_the_header_and_a_nested_struct_are_skipped() -> None:
+    plain = frame_of(_metadata_v12((MetadataRequestTopic(topic_id=None, name="t"),)))
+    # Header v2: api key, version, correlation id, client id (int16 length), then tags.
+    client_id_len = int.from_bytes(plain[8:10], "big")
+    header_tags = 10 + client_id_len
+    assert plain[header_tags] == 0
+    topic_tags = plain.index(b"\x02t") + 2  # after the topic's compact name "t"
+    assert plain[topic_tags] == 0
+    frame = (plain[:header_tags] + b"\x01\x05\x02zz" + plain[header_tags + 1:topic_tags]
+             + b"\x01\x63\x01\xff" + plain[topic_tags + 1:])
+    _, body = decode_request(frame)
+    assert body == _metadata_v12((MetadataRequestTopic(topic_id=None, name="t"),))
+
+
+def test_a_known_tagged_field_of_the_wrong_size_is_refused() -> None:
+    # Fetch v12 knows tag 0 (cluster_id, a string): declare 3 bytes, send the 2 of "a".
+    from kio.schema.fetch.v12.request import FetchRequest
+
+    body = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, topics=(),
+                        forgotten_topics_data=(), rack_id="")
+    plain = frame_of(body)
+    assert plain.endswith(b"\x00")
+    frame = plain[:-1] + b"\x01\x00\x03\x02a\x00"
+    with pytest.raises(InvalidRequest, match="tagged field 0"):
+        decode_request(frame)
+    with pytest.raises(MalformedFrame):
+        request_guard(FetchRequest)(frame)
+
+
+def test_no_frame_that_passes_the_guard_makes_kio_allocate_past_a_limit() -> None:
+    """Mutated frames of every schema, in a process whose address space is capped:
+    if the guard let through a length that kio sizes an allocation from, the native
+    reader aborts the process (as it aborted the broker)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    examples = os.environ.get("KAFKERNEL_GUARD_EXAMPLES", "1500")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.unit.guard_probe", examples],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-4000:])
+    assert "refused" in proc.stdout
