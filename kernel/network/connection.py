@@ -249,7 +249,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         exc = fut.exception()
         if exc is not None:
-            self._fail(f"request failed: {exc!r}")
+            self._fail(str(exc) if isinstance(exc, InvalidRequest) else f"request failed: {exc!r}")
             return
         result = fut.result()
         if result is not None:

@@ -73,6 +73,8 @@ class RequestDispatcher:
         started = time.perf_counter()
         try:
             result = route.handler(ctx, body)
+        except InvalidRequest:
+            raise  # the handler closes the connection (Produce acks=0 failing)
         except KafkaError as e:
             return self._finish(ctx, self._error_response(ctx, e.error_code, e.message), started)
         except Exception:
@@ -89,6 +91,8 @@ class RequestDispatcher:
     ) -> ResponseBytes:
         try:
             result = await pending
+        except InvalidRequest:
+            raise
         except KafkaError as e:
             result = self._error_response(ctx, e.error_code, e.message)
         except Exception:

@@ -10,7 +10,9 @@ the same schema, field by field, allocating nothing:
   element can have on the wire; every string, bytes and tagged-field length likewise;
 - tagged fields the schema does not know are cut out of the frame (the only case that
   copies it), so kio then reads it as if they were never sent;
-- a known tagged field must be exactly as long as its declared size.
+- a known tagged field must be exactly as long as its declared size;
+- an array the schema does not allow to be null is not null (kio would pass None to
+  the handler; Kafka refuses the request).
 
 A frame that fails is refused before kio sees it; the connection is closed, as Kafka
 closes it on a request it cannot parse. The walk follows kio's wire interpretation
@@ -156,7 +158,7 @@ def _primitive(kafka_type: str, flexible: bool) -> tuple[Walk, int, int | None]:
 
 
 def _array(element: Walk, element_min: int, element_fixed: int | None,
-           flexible: bool) -> Walk:
+           flexible: bool, nullable: bool) -> Walk:
     def count(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         if flexible:
             n, pos = _uvarint(buf, pos, end)
@@ -169,8 +171,12 @@ def _array(element: Walk, element_min: int, element_fixed: int | None,
         return n, pos + 4
 
     def walk(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
+        at = pos
         n, pos = count(buf, pos, end)
         if n <= 0:
+            if n < 0 and not nullable:
+                # kio would hand the handler None; Kafka refuses the request.
+                raise MalformedFrame(f"a non-nullable array is null at byte {at}")
             return pos
         if n * element_min > end - pos:
             _room("an array", n, pos, end)
@@ -254,8 +260,8 @@ def _field(f: dataclasses.Field[Any], flexible: bool, header: bool, tagged: bool
         walk, low, fixed = _primitive(get_schema_field_type(f), flexible)
         inner = _Compiled(walk, low, fixed)
     if isinstance(kind, PrimitiveTupleField | EntityTupleField):
-        return _Compiled(_array(inner.walk, inner.min_size, inner.fixed, flexible),
-                         1 if flexible else 4, None)
+        walk = _array(inner.walk, inner.min_size, inner.fixed, flexible, is_optional(f))
+        return _Compiled(walk, 1 if flexible else 4, None)
     return inner
 
 
