@@ -28,5 +28,5 @@ def requests(classes: tuple[type, ...] | None = None,
              records: st.SearchStrategy[bytes] | None = None) -> st.SearchStrategy[Any]:
     """A request entity of any (or one of the given) schemas, every field drawn, nulls
     included where the schema allows them."""
-    st.register_type_strategy(Records, records or st.binary(max_size=64))
+    st.register_type_strategy(Records, st.binary(max_size=64) if records is None else records)
     return st.sampled_from(classes or request_classes()).flatmap(st.from_type)
