@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.cluster import is_internal_topic
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
@@ -77,6 +78,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             if not access.allowed(name):
                 result.error = ErrorCode.topic_authorization_failed
+                continue
+            if is_internal_topic(name):
+                # Only the coordinators write here. (Kafka still lets a client whose id
+                # is "__admin_client" append; any client can send that id, and one
+                # undecodable record stops the coordinator loading its partition.)
+                result.error = ErrorCode.invalid_topic_exception
                 continue
             try:
                 partition = replicas.leader_partition(name, data.index, image)

@@ -20,7 +20,7 @@ from kio.schema.produce.v9.request import (
 from kernel.log.records import SimpleRecord, build_batch
 from kernel.testing.embedded import EmbeddedBroker
 from tests.broker_process import BrokerProcess
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.integration.wire import connect, decode_response, encode_request, recv_frame, request
 
 # Metadata v12 whose compact topics array claims 2^32-2 topics: kio asked for 34 GB and
 # the broker process aborted.
@@ -106,3 +106,19 @@ def test_acks_0_produce_that_fails_closes_the_connection_quietly(
     with connect(broker.bootstrap) as sock:
         sock.sendall(encode_request(body))
         assert closed_by_broker(sock)
+
+
+def test_clients_cannot_append_to_the_offsets_topic(broker: EmbeddedBroker) -> None:
+    """A record the group coordinator cannot decode stopped it loading the partition
+    after a restart (every group there then unavailable); Kafka refuses appends to
+    internal topics with INVALID_TOPIC_EXCEPTION."""
+    garbage = build_batch([SimpleRecord(b"\xff\xff\xff", key=b"\x00\x01\xff\xff")])
+    body = ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
+                          topic_data=(TopicProduceData(name="__consumer_offsets", partition_data=(
+                              PartitionProduceData(index=0, records=garbage),)),))
+    response = request(broker.bootstrap, body)
+    answer = response.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.invalid_topic_exception
+    assert answer.base_offset == -1
+    broker.restart()  # the fixture fails the test if the coordinator logs a failed load
+    assert broker.logged_errors == []
