@@ -48,14 +48,25 @@ class GroupCoordinatorService:
             commit_timeout_ms=settings.offsets_commit_timeout_ms,
         )
         self.metrics = GroupMetrics(self.runtime, broker)
+        self._creating: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self._create_offsets_topic()
         self.runtime.start()
 
     async def stop(self) -> None:
+        if self._creating is not None:
+            self._creating.cancel()
         await self.runtime.stop()
         self.metrics.close()
+
+    def recreate_offsets_topic(self) -> None:
+        """The topic was deleted (Kafka lets an admin do that): as Kafka does on a
+        FindCoordinator for a group, create it again; until it has leaders, groups are
+        answered COORDINATOR_NOT_AVAILABLE and clients retry."""
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(
+                self._create_offsets_topic())
 
     async def _create_offsets_topic(self) -> None:
         """Kafka creates the topic on the first FindCoordinator; creating it at startup
