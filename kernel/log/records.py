@@ -341,9 +341,12 @@ def scan_records(
     :class:`RecordValidationError` (INVALID_RECORD) naming each record that breaks the
     offset or key rule.
     """
+    # Hot for compressed appends (a few us per record): one- and two-byte varints, the
+    # common lengths, are read inline rather than through _zigzag.
     total = len(data)
     position = 0
     errors: list[tuple[int, str]] = []
+    zigzag = _zigzag
     for index in range(count):  # every record takes a byte at least: <= total rounds
         if position >= total:
             raise _invalid("Incorrect declared batch size, premature EOF reached")
@@ -351,48 +354,63 @@ def scan_records(
             b = data[position]
             if b < 0x80:
                 size, position = (b >> 1) ^ -(b & 1), position + 1
+            elif data[position + 1] < 0x80:
+                raw = (b & 0x7F) | data[position + 1] << 7
+                size, position = (raw >> 1) ^ -(raw & 1), position + 2
             else:
-                size, position = _zigzag(data, position, 5)
+                size, position = zigzag(data, position, 5)
             end = position + size
             if size < 1 or end > total:
                 raise _invalid(
                     f"Invalid record size: expected {size} bytes in record payload, but "
                     f"the records section has only {total - position} remaining bytes"
                 )
-            position += 1  # attributes: unused in v2
-            b = data[position]
-            if b < 0x80:  # timestamp delta: usually one byte
-                position += 1
+            if data[position + 1] < 0x80:  # attributes (unused in v2), timestamp delta
+                position += 2
             else:
-                _, position = _zigzag(data, position, 10)
+                _, position = zigzag(data, position + 1, 10)
             b = data[position]
             if b < 0x80:
                 delta, position = (b >> 1) ^ -(b & 1), position + 1
             else:
-                delta, position = _zigzag(data, position, 5)
-            key_size, position = _zigzag(data, position, 5)
-            if key_size < -1:
-                raise _BadStructure(f"invalid key size {key_size}")
+                delta, position = zigzag(data, position, 5)
+            b = data[position]
+            if b < 0x80:
+                key_size, position = (b >> 1) ^ -(b & 1), position + 1
+            else:
+                key_size, position = zigzag(data, position, 5)
             if key_size > 0:
                 position += key_size
-            value_size, position = _zigzag(data, position, 5)
-            if value_size < -1:
-                raise _BadStructure(f"invalid value size {value_size}")
+            elif key_size < -1:
+                raise _BadStructure(f"invalid key size {key_size}")
+            b = data[position]
+            if b < 0x80:
+                value_size, position = (b >> 1) ^ -(b & 1), position + 1
+            elif data[position + 1] < 0x80:
+                raw = (b & 0x7F) | data[position + 1] << 7
+                value_size, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                value_size, position = zigzag(data, position, 5)
             if value_size > 0:
                 position += value_size
-            headers, position = _zigzag(data, position, 5)
-            if headers < 0:
-                raise _BadStructure(f"invalid number of record headers {headers}")
-            for _ in range(headers):
-                header_key, position = _zigzag(data, position, 5)
-                if header_key < 0:
-                    raise _BadStructure(f"invalid negative header key size {header_key}")
-                position += header_key
-                header_value, position = _zigzag(data, position, 5)
-                if header_value > 0:
-                    position += header_value
-                if position > end:
-                    break
+            elif value_size < -1:
+                raise _BadStructure(f"invalid value size {value_size}")
+            if data[position] == 0:  # no headers
+                position += 1
+            else:
+                headers, position = zigzag(data, position, 5)
+                if headers < 0:
+                    raise _BadStructure(f"invalid number of record headers {headers}")
+                for _ in range(headers):
+                    header_key, position = zigzag(data, position, 5)
+                    if header_key < 0:
+                        raise _BadStructure(f"invalid negative header key size {header_key}")
+                    position += header_key
+                    header_value, position = zigzag(data, position, 5)
+                    if header_value > 0:
+                        position += header_value
+                    if position > end:
+                        break
         except (IndexError, _BadStructure) as e:
             raise _invalid(f"Found invalid record structure in record {index}: "
                            f"{e if isinstance(e, _BadStructure) else 'runs past its end'}"

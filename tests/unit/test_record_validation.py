@@ -11,6 +11,9 @@ import tracemalloc
 
 import pytest
 import snappy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kernel.log.codecs import DecompressedTooLarge, decompress
 from kernel.log.records import (
@@ -25,6 +28,7 @@ from kernel.log.records import (
     compress,
     crc_of,
     iter_records,
+    scan_records,
     validate_and_assign_offsets,
     write_varint,
 )
@@ -224,3 +228,33 @@ def test_valid_compressed_batches_pass_and_decode(codec: Compression) -> None:
     batch = build_batch(records(200), compression=codec)
     append(batch, compacted=True)
     assert [r.key for r in iter_records(batch)] == [b"k%d" % i for i in range(200)]
+
+
+record_strategy = st.builds(
+    SimpleRecord,
+    value=st.one_of(st.none(), st.binary(max_size=20_000)),
+    key=st.one_of(st.none(), st.binary(max_size=300)),
+    headers=st.lists(st.tuples(st.text(max_size=70), st.one_of(st.none(), st.binary(
+        max_size=200))), max_size=3),
+    timestamp=st.integers(min_value=0, max_value=2**40),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(record_strategy, min_size=1, max_size=8))
+def test_the_record_walk_reads_what_encoders_write(batch_records: list[SimpleRecord]) -> None:
+    """Every length a varint can take (one, two, three bytes; null key and value;
+    headers), through the walk's inline fast paths; any cut of the section fails it."""
+    data = section_of(batch_records)
+    scan_records(data, len(batch_records), check_offsets=True, compacted=False)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 30)
+    for i, r in enumerate(batch_records):
+        builder.append(i, r.timestamp, r.key, r.value, list(r.headers))
+    theirs = bytes(builder.build())[RECORD_BATCH_OVERHEAD:]
+    scan_records(theirs, len(batch_records), check_offsets=True, compacted=False)
+    for cut in {1, len(data) // 2, len(data) - 1}:
+        with pytest.raises(KafkaError) as caught:
+            scan_records(data[:cut], len(batch_records), check_offsets=True, compacted=False)
+        assert caught.value.error_code == ErrorCode.invalid_record
