@@ -939,20 +939,6 @@ def recompress_batch(batch: bytes | memoryview, codec: int) -> bytes:
     )
 
 
-def check_keys_present(records: bytes | bytearray | memoryview) -> None:
-    """Compacted topics need a key on every record (Kafka's INVALID_RECORD); this is the
-    one leader-side check that decodes records, so only compacted topics pay for it."""
-    for header, batch in iter_batches(records, allow_partial_tail=False):
-        if header.is_control:
-            continue
-        for record in iter_records(batch):
-            if record.key is None:
-                raise _invalid(
-                    f"compacted topic cannot accept a record without a key (offset "
-                    f"{record.offset})"
-                )
-
-
 def convert_compression(
     chunks: Chunks, info: LogAppendInfo, codec: int
 ) -> tuple[Chunks, LogAppendInfo]:
@@ -1002,7 +988,6 @@ __all__ = [
     "TimestampType",
     "build_batch",
     "build_control_batch",
-    "check_keys_present",
     "chunks_size",
     "compress",
     "convert_compression",
