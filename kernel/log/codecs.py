@@ -83,7 +83,7 @@ def decompress(codec: int, data: bytes | bytearray | memoryview,
     except KafkaError:
         raise
     except _Truncated as e:
-        raise _corrupt(codec, f"the stream is cut short ({e})") from None
+        raise _corrupt(codec, f"truncated, or not {CODEC_NAMES[codec]} data ({e})") from None
     except Exception as e:  # each library has its own error types
         raise _corrupt(codec, e) from e
 
