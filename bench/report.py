@@ -168,6 +168,7 @@ def render(report: Report) -> str:
         f"{' '.join(map(str, host.get('load_average_at_end', [])))}",
         f"settings:   producer linger.ms={s.linger_ms} batch.size={s.batch_size} "
         f"batch.num.messages={s.batch_num_messages} compression={s.compression_type} "
+        "(unless the workload names a codec) "
         f"idempotence={str(s.enable_idempotence).lower()}; consumer fetch.wait.max.ms="
         f"{s.fetch_wait_max_ms} fetch.min.bytes={s.fetch_min_bytes} "
         f"max.partition.fetch.bytes={s.max_partition_fetch_bytes} "
@@ -192,7 +193,7 @@ def render(report: Report) -> str:
     out += ["", "Throughput (MB = 10^6 bytes of record values; ratio = kafkernel / mock, "
                 "higher is better; cpu = broker CPU time / wall time; "
                 + (f"median of {runs} runs)" if runs > 1 else "one run)")]
-    head = (f"{'workload':<32} {'records':>9} {'parts':>5} | {'mock rec/s':>11} {'MB/s':>7} "
+    head = (f"{'workload':<36} {'records':>9} {'parts':>5} | {'mock rec/s':>11} {'MB/s':>7} "
             f"{'cpu':>5} | {'kafkernel rec/s':>15} {'MB/s':>7} {'cpu':>5} | {'ratio':>6}")
     out += [head, "-" * len(head)]
     notes: list[str] = []
@@ -213,7 +214,7 @@ def render(report: Report) -> str:
             width = 11 if name == "mock" else 15
             cells.append(f"{_num(rate) + mark:>{width}} "
                          f"{_num(r.mb_per_s if r else None, 1):>7} {_cpu_pct(r):>5}")
-        out.append(f"{w.label:<32} {w.records:>9,} {w.partitions:>5} | {cells[0]} | "
+        out.append(f"{w.label:<36} {w.records:>9,} {w.partitions:>5} | {cells[0]} | "
                    f"{cells[1]} | {_ratio(ratio(values['kafkernel'], values['mock'])):>6}")
     if any(w.kind == "consume" for w in report.workloads):
         out.append("consume: one read of the whole log from offset 0; its records are spread "
@@ -270,7 +271,8 @@ def to_json(report: Report) -> dict[str, Any]:
     for w in report.workloads:
         row: dict[str, Any] = {
             "workload": w.key, "label": w.label, "kind": w.kind, "client": w.client,
-            "record_size": w.record_size, "acks": w.acks, "records": w.records,
+            "record_size": w.record_size, "acks": w.acks, "compression": w.compression,
+            "records": w.records,
             "partitions": w.partitions, "topic": w.topic,
         }
         rates: dict[str, float | None] = {}

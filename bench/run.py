@@ -173,7 +173,7 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
     timeout = scale.run_timeout_s
     if w.kind == "produce":
         assert w.acks is not None
-        props = settings.producer_properties(w.acks)
+        props = settings.producer_properties(w.acks, compression=w.compression)
         try:
             before: int | None = clients.log_size(b, w.topic, w.partitions)[1]
         except (KafkaException, RuntimeError):
@@ -433,7 +433,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="which brokers, comma-separated (default mock,kafkernel)")
     parser.add_argument("--only", default="",
                         help="comma-separated substrings of workload keys to run, e.g. "
-                             "produce-kcat,latency (default: all)")
+                             "produce-kcat,latency, or zstd,lz4 for the compressed "
+                             "produce workloads (default: all)")
     parser.add_argument("--output", type=Path,
                         default=Path(__file__).resolve().parent / "results" / "latest.json",
                         help="JSON result file (default bench/results/latest.json)")

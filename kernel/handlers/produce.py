@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import is_internal_topic
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
+from kernel.log.records import RecordValidationError
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
@@ -38,6 +39,11 @@ ADVERTISED_MIN_VERSION = 0
 
 EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
+# A client's batch the broker will not store: one log line says why (a poison batch is
+# otherwise only visible to the client that sent it).
+_REFUSED_INPUT = frozenset({ErrorCode.corrupt_message, ErrorCode.invalid_record,
+                            ErrorCode.message_too_large})
+
 
 @dataclass(slots=True)
 class PartitionResult:
@@ -47,6 +53,8 @@ class PartitionResult:
     name: str | None  # the topic's name, resolved from its id where needed
     error: ErrorCode = ErrorCode.none
     message: str | None = None
+    # (index in the batch, message) of each rejected record (KIP-467, Produce v8+).
+    record_errors: tuple[tuple[int, str | None], ...] = ()
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
@@ -95,6 +103,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except KafkaError as e:
                 result.error = e.error_code
                 result.message = e.message
+                if isinstance(e, RecordValidationError):
+                    result.record_errors = e.record_errors
+                if e.error_code in _REFUSED_INPUT:
+                    broker.log.warning("produce refused", topic=name, partition=data.index,
+                                       error=e.error_code.name, reason=e.message)
                 continue
             replicas.appended(partition, info.first_offset, info.last_offset)
             broker.metrics.records_in(name, info.records_count, len(data.records))
@@ -176,7 +189,11 @@ def _response(ctx: RequestContext, results: list[PartitionResult]) -> Any:
             log_append_time=(EPOCH + datetime.timedelta(milliseconds=r.log_append_time)
                              if r.log_append_time >= 0 else None),
             log_start_offset=r.log_start_offset,
-            record_errors=(),
+            record_errors=tuple(
+                make(m.BatchIndexAndErrorMessage, batch_index=index,
+                     batch_index_error_message=text)
+                for index, text in r.record_errors
+            ) if r.record_errors and hasattr(m, "BatchIndexAndErrorMessage") else (),
             error_message=r.message if r.error != ErrorCode.none else None,
             **hints.current_leader(r.name, r.index, r.error),
         ))

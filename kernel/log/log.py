@@ -30,10 +30,8 @@ from kernel.log.records import (
     Chunks,
     Compression,
     LogAppendInfo,
-    check_keys_present,
     chunks_size,
     convert_compression,
-    join_chunks,
     validate_and_assign_offsets,
     validate_batches,
 )
@@ -411,13 +409,12 @@ class Log:
             max_message_bytes=config.max_message_bytes,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             origin=origin, log_start_offset=self._log_start_offset,
+            compacted=config.compact, topic_partition=self.name,
         )
         if config.compression_type != "producer":
             target = config.target_compression
             if target is not None:
                 chunks, info = convert_compression(chunks, info, target)
-        if config.compact:
-            check_keys_present(join_chunks(chunks))
         self._append(chunks, info.batches, info.max_timestamp, now_ms)
         if leader_epoch >= 0:
             self._epochs.assign(leader_epoch, info.first_offset)

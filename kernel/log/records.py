@@ -1,9 +1,12 @@
 """Record batch v2: header validation and in-place offset assignment for the hot path,
 plus full decoding and an encoder for everything off it.
 
-The hot path (:func:`validate_and_assign_offsets`) is O(batches): one
-``struct.unpack_from`` of the 61-byte header and one CRC-32C call over the batch. Records
-are never decoded or copied there: the CRC does not cover ``baseOffset`` or
+The hot path (:func:`validate_and_assign_offsets`) is O(batches) for uncompressed
+batches: one ``struct.unpack_from`` of the 61-byte header and one CRC-32C call over the
+batch. A compressed batch (and any batch of a compacted topic) also has its records
+inflated, bounded by max.message.bytes, and walked, as Kafka's LogValidator does: a
+batch consumers cannot read must never be acknowledged (:func:`validate_records`).
+Records are never copied into the append: the CRC does not cover ``baseOffset`` or
 ``partitionLeaderEpoch``, so the append is written as a fresh 16-byte head per batch
 followed by a view of the client's bytes from ``magic`` on (one ``pwritev``). Only
 LogAppendTime (attributes and maxTimestamp are covered) copies a batch and recomputes
@@ -21,14 +24,14 @@ Batch layout (big-endian)::
 from __future__ import annotations
 
 import enum
-import gzip
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
+from kernel.log.codecs import DecompressedTooLarge, compress, decompress
 from kernel.protocol.errors import ErrorCode, KafkaError
 
 # ---------------------------------------------------------------------------
@@ -287,6 +290,177 @@ def _check_framing(
     return size
 
 
+# ---------------------------------------------------------------------------
+# record-level validation: compressed batches and compacted topics only
+# ---------------------------------------------------------------------------
+
+
+class RecordValidationError(KafkaError):
+    """Kafka's RecordValidationException: records of a batch that break a record-level
+    rule (a compacted topic's key, an offset delta), each named by its index in the
+    batch. Produce v8+ answers them as ``record_errors`` (KIP-467)."""
+
+    def __init__(self, error_code: ErrorCode, record_errors: Sequence[tuple[int, str]]) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')"
+                          for i, m in record_errors[:3])
+        super().__init__(
+            error_code,
+            f"One or more records have been rejected due to {len(record_errors)} record "
+            f"errors in total, and only showing the first three errors at most: [{shown}]",
+        )
+        self.record_errors = tuple(record_errors)
+
+
+class _BadStructure(Exception):
+    """A record's fields do not parse within its length."""
+
+
+def _zigzag(data: bytes, position: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint of at most ``max_bytes`` bytes (5: varint, 10: varlong)."""
+    raw = shift = 0
+    for _ in range(max_bytes):
+        b = data[position]  # IndexError past the end: the caller's framing error
+        position += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+    raise _BadStructure("varint too long")
+
+
+def scan_records(
+    data: bytes, count: int, *, check_offsets: bool, compacted: bool,
+    topic_partition: str = "",
+) -> None:
+    """Walk the ``count`` records of a decompressed records section as Kafka's
+    DefaultRecord.readFrom does: each record's fields must fill exactly its length and
+    the records exactly the section. With ``check_offsets`` the offset deltas must be
+    0, 1, 2, ...; with ``compacted`` every record needs a key.
+
+    Raises KafkaError: INVALID_RECORD for framing and count (Kafka's texts), and
+    :class:`RecordValidationError` (INVALID_RECORD) naming each record that breaks the
+    offset or key rule.
+    """
+    # Hot for compressed appends (a few us per record): one- and two-byte varints, the
+    # common lengths, are read inline rather than through _zigzag.
+    total = len(data)
+    position = 0
+    errors: list[tuple[int, str]] = []
+    zigzag = _zigzag
+    for index in range(count):  # every record takes a byte at least: <= total rounds
+        if position >= total:
+            raise _invalid("Incorrect declared batch size, premature EOF reached")
+        try:
+            b = data[position]
+            if b < 0x80:
+                size, position = (b >> 1) ^ -(b & 1), position + 1
+            elif data[position + 1] < 0x80:
+                raw = (b & 0x7F) | data[position + 1] << 7
+                size, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                size, position = zigzag(data, position, 5)
+            end = position + size
+            if size < 1 or end > total:
+                raise _invalid(
+                    f"Invalid record size: expected {size} bytes in record payload, but "
+                    f"the records section has only {total - position} remaining bytes"
+                )
+            if data[position + 1] < 0x80:  # attributes (unused in v2), timestamp delta
+                position += 2
+            else:
+                _, position = zigzag(data, position + 1, 10)
+            b = data[position]
+            if b < 0x80:
+                delta, position = (b >> 1) ^ -(b & 1), position + 1
+            else:
+                delta, position = zigzag(data, position, 5)
+            b = data[position]
+            if b < 0x80:
+                key_size, position = (b >> 1) ^ -(b & 1), position + 1
+            else:
+                key_size, position = zigzag(data, position, 5)
+            if key_size > 0:
+                position += key_size
+            elif key_size < -1:
+                raise _BadStructure(f"invalid key size {key_size}")
+            b = data[position]
+            if b < 0x80:
+                value_size, position = (b >> 1) ^ -(b & 1), position + 1
+            elif data[position + 1] < 0x80:
+                raw = (b & 0x7F) | data[position + 1] << 7
+                value_size, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                value_size, position = zigzag(data, position, 5)
+            if value_size > 0:
+                position += value_size
+            elif value_size < -1:
+                raise _BadStructure(f"invalid value size {value_size}")
+            if data[position] == 0:  # no headers
+                position += 1
+            else:
+                headers, position = zigzag(data, position, 5)
+                if headers < 0:
+                    raise _BadStructure(f"invalid number of record headers {headers}")
+                for _ in range(headers):
+                    header_key, position = zigzag(data, position, 5)
+                    if header_key < 0:
+                        raise _BadStructure(f"invalid negative header key size {header_key}")
+                    position += header_key
+                    header_value, position = zigzag(data, position, 5)
+                    if header_value > 0:
+                        position += header_value
+                    if position > end:
+                        break
+        except (IndexError, _BadStructure) as e:
+            raise _invalid(f"Found invalid record structure in record {index}: "
+                           f"{e if isinstance(e, _BadStructure) else 'runs past its end'}"
+                           ) from None
+        if position != end:
+            raise _invalid(
+                f"Invalid record size: expected to read {size} bytes in record payload, "
+                f"but instead read {size + position - end}"
+            )
+        if check_offsets and delta != index:
+            errors.append((index, f"Record at index {index} has offset delta {delta}, "
+                                  f"expected {index}: the offsets of a batch are consecutive"))
+        if compacted and key_size < 0:
+            errors.append((index, "Compacted topic cannot accept message without key in "
+                                  f"topic partition {topic_partition}"))
+    if position != total:
+        raise _invalid("Incorrect declared batch size, records still remaining in file")
+    if errors:
+        raise RecordValidationError(ErrorCode.invalid_record, errors)
+
+
+def validate_records(
+    section: memoryview, codec: int, count: int, *, max_message_bytes: int,
+    compacted: bool, topic_partition: str = "",
+) -> None:
+    """Kafka's record-level validation of one batch on a leader append: a compressed
+    batch's records ``section`` is inflated (bounded: as an uncompressed batch, at most
+    max.message.bytes) and every record walked; an uncompressed one is walked only for
+    a compacted topic (pass ``compacted`` False for a control batch).
+
+    Raises KafkaError: CORRUPT_MESSAGE (data the codec cannot decode), MESSAGE_TOO_LARGE
+    (inflates past max.message.bytes), INVALID_RECORD (see :func:`scan_records`).
+    """
+    if codec == Compression.NONE:
+        data = bytes(section)
+    else:
+        limit = max(0, max_message_bytes - RECORD_BATCH_OVERHEAD)
+        try:
+            data = decompress(codec, section, limit)
+        except DecompressedTooLarge:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"the {Compression(codec).name} record batch decompresses to more than "
+                f"{max_message_bytes} bytes, the maximum configured value "
+                "(max.message.bytes)",
+            ) from None
+    scan_records(data, count, check_offsets=codec != Compression.NONE, compacted=compacted,
+                 topic_partition=topic_partition)
+
+
 def validate_and_assign_offsets(
     records: bytes | bytearray | memoryview,
     *,
@@ -297,14 +471,22 @@ def validate_and_assign_offsets(
     log_append_time: bool = False,
     origin: AppendOrigin = AppendOrigin.CLIENT,
     log_start_offset: int = 0,
+    compacted: bool = False,
+    topic_partition: str = "",
 ) -> tuple[Chunks, LogAppendInfo]:
     """Validate a leader append and assign offsets; the result is the append as chunks
     (see :data:`Chunks`) that still refer to ``records``.
 
-    Raises KafkaError: CORRUPT_MESSAGE (framing, partial trailing batch, CRC, bad magic),
-    INVALID_RECORD (magic 0/1, offset/count mismatch, control batch or baseOffset != 0
-    from a client, unknown codec, more or fewer than one batch from a client),
-    MESSAGE_TOO_LARGE (a batch larger than max.message.bytes).
+    A compressed batch, and every batch of a ``compacted`` topic, has its records
+    walked (:func:`validate_records`); an uncompressed batch of any other topic is
+    checked by its header and CRC alone.
+
+    Raises KafkaError: CORRUPT_MESSAGE (framing, partial trailing batch, CRC, bad magic,
+    undecodable compressed records), INVALID_RECORD (magic 0/1, offset/count mismatch,
+    control batch or baseOffset != 0 from a client, unknown codec, more or fewer than
+    one batch from a client, record framing; :class:`RecordValidationError` for the
+    records breaking the offset or key rules), MESSAGE_TOO_LARGE (a batch larger than
+    max.message.bytes, compressed or once decompressed).
     """
     view = memoryview(records)
     total = view.nbytes
@@ -365,6 +547,13 @@ def validate_and_assign_offsets(
                     f"invalid sequence number {base_sequence} in record batch with "
                     f"producerId {producer_id}"
                 )
+        if attributes & COMPRESSION_MASK or compacted:
+            validate_records(
+                view[position + RECORD_BATCH_OVERHEAD:end], attributes & COMPRESSION_MASK,
+                count, max_message_bytes=max_message_bytes,
+                compacted=compacted and not attributes & CONTROL_FLAG,
+                topic_partition=topic_partition,
+            )
         if log_append_time:
             attributes |= TIMESTAMP_TYPE_MASK
             max_ts = now_ms
@@ -488,90 +677,6 @@ def write_varint(out: bytearray, value: int) -> None:
         out.append((raw & 0x7F) | 0x80)
         raw >>= 7
     out.append(raw)
-
-
-# ---------------------------------------------------------------------------
-# codecs
-# ---------------------------------------------------------------------------
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = struct.Struct(">8sii")
-_XERIAL_BLOCK = 32 * 1024  # Java's SnappyOutputStream default block size
-
-
-def _snappy_module() -> Any:
-    import snappy
-
-    return snappy
-
-
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """Inflate the records section of a batch. Snappy accepts both Java's xerial framing
-    and the raw format librdkafka writes."""
-    try:
-        if codec == Compression.NONE:
-            return bytes(data)
-        if codec == Compression.GZIP:
-            return gzip.decompress(data)
-        if codec == Compression.SNAPPY:
-            snappy = _snappy_module()
-            raw = bytes(data)
-            if raw.startswith(_XERIAL_MAGIC):
-                out = bytearray()
-                position = _XERIAL_HEADER.size
-                while position < len(raw):
-                    (length,) = _INT32.unpack_from(raw, position)
-                    position += 4
-                    out += snappy.decompress(raw[position:position + length])
-                    position += length
-                return bytes(out)
-            return bytes(snappy.decompress(raw))
-        if codec == Compression.LZ4:
-            import lz4.frame
-
-            return bytes(lz4.frame.decompress(bytes(data)))
-        if codec == Compression.ZSTD:
-            import zstandard
-
-            reader = zstandard.ZstdDecompressor().stream_reader(
-                bytes(data), read_across_frames=True
-            )
-            return bytes(reader.read())
-    except KafkaError:
-        raise
-    except Exception as e:  # each library has its own error types
-        raise _corrupt(f"cannot decompress {Compression(codec).name} records: {e}") from e
-    raise _invalid(f"unknown compression codec {codec}")
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress a records section the way the Java client does (so every client reads
-    it): gzip, snappy with xerial framing, lz4 frame with 64 KB independent blocks,
-    zstd frame."""
-    if codec == Compression.NONE:
-        return data
-    if codec == Compression.GZIP:
-        return gzip.compress(data, compresslevel=6)
-    if codec == Compression.SNAPPY:
-        snappy = _snappy_module()
-        out = bytearray(_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1))
-        for start in range(0, len(data), _XERIAL_BLOCK):
-            block = snappy.compress(data[start:start + _XERIAL_BLOCK])
-            out += _INT32.pack(len(block))
-            out += block
-        return bytes(out)
-    if codec == Compression.LZ4:
-        import lz4.frame
-
-        return bytes(lz4.frame.compress(
-            data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
-            content_checksum=False, store_size=False,
-        ))
-    if codec == Compression.ZSTD:
-        import zstandard
-
-        return zstandard.ZstdCompressor().compress(data)
-    raise _invalid(f"unknown compression codec {codec}")
 
 
 # ---------------------------------------------------------------------------
@@ -834,20 +939,6 @@ def recompress_batch(batch: bytes | memoryview, codec: int) -> bytes:
     )
 
 
-def check_keys_present(records: bytes | bytearray | memoryview) -> None:
-    """Compacted topics need a key on every record (Kafka's INVALID_RECORD); this is the
-    one leader-side check that decodes records, so only compacted topics pay for it."""
-    for header, batch in iter_batches(records, allow_partial_tail=False):
-        if header.is_control:
-            continue
-        for record in iter_records(batch):
-            if record.key is None:
-                raise _invalid(
-                    f"compacted topic cannot accept a record without a key (offset "
-                    f"{record.offset})"
-                )
-
-
 def convert_compression(
     chunks: Chunks, info: LogAppendInfo, codec: int
 ) -> tuple[Chunks, LogAppendInfo]:
@@ -892,11 +983,11 @@ __all__ = [
     "DecodedBatch",
     "LogAppendInfo",
     "Record",
+    "RecordValidationError",
     "SimpleRecord",
     "TimestampType",
     "build_batch",
     "build_control_batch",
-    "check_keys_present",
     "chunks_size",
     "compress",
     "convert_compression",
@@ -910,8 +1001,10 @@ __all__ = [
     "read_batch_header",
     "read_varint",
     "recompress_batch",
+    "scan_records",
     "validate_and_assign_offsets",
     "validate_batches",
+    "validate_records",
     "whole_batches",
     "write_varint",
 ]

@@ -29,7 +29,6 @@ from kernel.log.records import (
     TimestampType,
     build_batch,
     build_control_batch,
-    check_keys_present,
     compress,
     convert_compression,
     crc_of,
@@ -281,10 +280,9 @@ def test_follower_validation_drops_a_partial_tail_and_rejects_reordering() -> No
 
 
 def test_compacted_topics_need_keys() -> None:
-    check_keys_present(build_batch(records()))
-    with pytest.raises(KafkaError) as e:
-        check_keys_present(build_batch([SimpleRecord(value=b"v")]))
-    assert e.value.error_code == ErrorCode.invalid_record
+    assign(build_batch(records()), compacted=True)
+    assert error_of(build_batch([SimpleRecord(value=b"v")]), compacted=True) \
+        == ErrorCode.invalid_record
 
 
 def test_convert_compression_keeps_offsets_and_producer_fields() -> None:
