@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import io
 import shutil
 import signal
@@ -26,7 +25,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
@@ -195,9 +193,9 @@ def start(
     began = time.monotonic()
     with open(work / "kafka.out", "wb") as out:
         process = subprocess.Popen(
-            [*base, f"-Xmx{heap}", f"-Xms{heap}", BROKER_MAIN, str(config)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent, cwd=work,
+            [*_die_with_parent(), *base, f"-Xmx{heap}", f"-Xms{heap}", BROKER_MAIN,
+             str(config)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=work,
         )
     kafka = ReferenceKafka(
         bootstrap=f"{HOST}:{port}", process=process, work_dir=work, log_dir=log_dir,
@@ -278,11 +276,13 @@ def _random_cluster_id() -> str:
             return text
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the starting thread's process dies, so an
-    interrupted test run leaves no JVM behind (PR_SET_PDEATHSIG)."""
-    libc: Any = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)
+def _die_with_parent() -> list[str]:
+    """A command prefix that makes Kafka get SIGTERM when the thread that started it dies
+    (PR_SET_PDEATHSIG, through util-linux's setpriv rather than a preexec_fn, which is
+    unsafe once the caller has threads), so an interrupted test run leaves no JVM
+    behind."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM"] if setpriv else []
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
