@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kernel.testing.embedded import EmbeddedBroker
+from reference import kafka as reference_kafka_launcher
 
 
 @pytest.fixture
@@ -32,3 +33,32 @@ def broker_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Emb
 @pytest.fixture
 def broker(broker_factory: Callable[..., EmbeddedBroker]) -> EmbeddedBroker:
     return broker_factory()
+
+
+@pytest.fixture(scope="session")
+def reference_kafka() -> Iterator[reference_kafka_launcher.ReferenceKafka]:
+    """The real Apache Kafka (reference/kafka.py), started once per session. Missing jars
+    fail the test: the reference is never skipped silently."""
+    try:
+        kafka = reference_kafka_launcher.start()
+    except reference_kafka_launcher.KafkaNotFetched as e:
+        missing = str(e)
+    else:
+        yield kafka
+        kafka.stop()
+        return
+    pytest.fail(missing, pytrace=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The session's reference Kafka is shared: tests marked ``reference_pristine`` run
+    first, to see it as started (e.g. before a group made Kafka create
+    __consumer_offsets); tests marked ``reference_destructive`` run last, as they change
+    it for good (more partitions of __consumer_offsets, deleted internal topics)."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("reference_pristine") is not None:
+            return 0
+        return 2 if item.get_closest_marker("reference_destructive") is not None else 1
+
+    items.sort(key=rank)

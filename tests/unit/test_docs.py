@@ -9,6 +9,8 @@ from pathlib import Path
 
 from kernel import hookspecs
 from kernel.config import BrokerConfig, schema_keys, to_kafka_string
+from reference.fetch import kafka_version
+from reference.kafka import HEAP
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,3 +36,10 @@ def test_readme_plugin_example_is_the_tested_plugin() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / "tests" / "plugins" / "hello_plugin.py").read_text()
     assert example in readme
+
+
+def test_readme_names_the_reference_kafka_version_and_heap() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert f"**Apache Kafka {kafka_version()}**" in readme
+    assert f".cache/kafka-{kafka_version()}/libs" in readme
+    assert f"`-Xms{HEAP} -Xmx{HEAP}`" in readme

@@ -1,0 +1,319 @@
+"""Run the real Apache Kafka broker on this machine, without Docker: one KRaft node that is
+broker and controller at once, listening only on 127.0.0.1, with a temporary log dir.
+
+    with reference.kafka.start() as kafka:
+        print(kafka.bootstrap, kafka.startup_seconds, kafka.rss_bytes())
+
+The jars come from ``python -m reference.fetch`` (``./dev test`` runs it). Used by the
+differential tests (tests/reference) and meant for the benchmarks too, so nothing here
+depends on pytest.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.serial import entity_reader, entity_writer
+
+from reference.fetch import is_fetched, kafka_version, libs_dir
+
+# Kafka's heap, fixed (-Xms = -Xmx) so startup time and memory are comparable run to run.
+HEAP = "1g"
+NODE_ID = 1
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 90.0
+STOP_TIMEOUT = 30.0
+
+# kafka-server-start.sh's JVM options (KAFKA_JVM_PERFORMANCE_OPTS), heap aside.
+JVM_OPTIONS = (
+    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+BROKER_MAIN = "kafka.Kafka"
+STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+
+# Warnings and worse go to <work dir>/server.log; the rest of Kafka's chatter nowhere.
+LOG4J2_PROPERTIES = """\
+status = warn
+shutdownHook = disable
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+class KafkaNotFetched(RuntimeError):
+    """The jars are not in the cache yet."""
+
+
+class KafkaStartError(RuntimeError):
+    """Kafka exited or did not answer Metadata in time; the message ends with its log."""
+
+
+def server_properties(port: int, controller_port: int, log_dir: Path) -> dict[str, str]:
+    """A single combined broker+controller node, as small and quick as Kafka allows."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(NODE_ID),
+        "controller.quorum.voters": f"{NODE_ID}@{HOST}:{controller_port}",
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(log_dir),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+
+@dataclass
+class ReferenceKafka:
+    """A running Kafka; :meth:`stop` (or leaving the ``with`` block) ends it."""
+
+    bootstrap: str
+    process: subprocess.Popen[bytes]
+    work_dir: Path
+    log_dir: Path
+    cluster_id: str
+    node_id: int
+    format_seconds: float
+    startup_seconds: float  # from starting the JVM to the first Metadata answer
+    remove_work_dir: bool = True
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def host(self) -> str:
+        return self.bootstrap.rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap.rsplit(":", 1)[1])
+
+    @property
+    def server_log(self) -> Path:
+        return self.work_dir / "server.log"
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the JVM now (VmRSS), 0 once it has exited."""
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return 0
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """SIGTERM (Kafka's clean shutdown), SIGKILL after ``timeout``; the exit code."""
+        if not self._stopped:
+            self._stopped = True
+            _terminate(self.process, timeout)
+            if self.remove_work_dir:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
+        return self.process.returncode
+
+    def __enter__(self) -> ReferenceKafka:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start(
+    *,
+    heap: str = HEAP,
+    overrides: Mapping[str, str] | None = None,
+    work_dir: str | Path | None = None,
+    timeout: float = STARTUP_TIMEOUT,
+    java: str = "java",
+) -> ReferenceKafka:
+    """Format a fresh log dir and start Kafka on free loopback ports; returns once it
+    answers Metadata with itself as a broker. ``overrides`` are server.properties keys."""
+    if not is_fetched():
+        raise KafkaNotFetched(
+            f"Apache Kafka {kafka_version()} is not fetched into {libs_dir()}: run ./dev test"
+        )
+    if shutil.which(java) is None:
+        raise KafkaNotFetched(f"{java} is not installed: run ./dev test")
+    own_dir = work_dir is None
+    work = Path(work_dir or tempfile.mkdtemp(prefix="reference-kafka-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log_dir = work / "kraft-logs"
+    port, controller_port = _free_ports(2)
+    props = server_properties(port, controller_port, log_dir)
+    props.update(overrides or {})
+    config = work / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    log4j = work / "log4j2.properties"
+    log4j.write_text(LOG4J2_PROPERTIES.format(log_file=work / "server.log"))
+    cluster_id = _random_cluster_id()
+    base = [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dkafka.logs.dir={work}", "-cp", f"{libs_dir()}/*"]
+
+    began = time.monotonic()
+    formatted = subprocess.run(
+        [*base, "-Xmx256m", STORAGE_TOOL_MAIN, "format", "--cluster-id", cluster_id,
+         "--config", str(config)],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    format_seconds = time.monotonic() - began
+    if formatted.returncode != 0:
+        if own_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        raise KafkaStartError(f"kafka-storage format failed ({formatted.returncode}):\n"
+                              f"{formatted.stdout}{formatted.stderr}")
+
+    began = time.monotonic()
+    with open(work / "kafka.out", "wb") as out:
+        process = subprocess.Popen(
+            [*_die_with_parent(), *base, f"-Xmx{heap}", f"-Xms{heap}", BROKER_MAIN,
+             str(config)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=work,
+        )
+    kafka = ReferenceKafka(
+        bootstrap=f"{HOST}:{port}", process=process, work_dir=work, log_dir=log_dir,
+        cluster_id=cluster_id, node_id=NODE_ID, format_seconds=format_seconds,
+        startup_seconds=0.0, remove_work_dir=own_dir,
+    )
+    deadline = began + timeout
+    while not _answers_metadata(kafka.bootstrap):
+        if process.poll() is not None or time.monotonic() > deadline:
+            why = (f"exited with {process.returncode}" if process.returncode is not None
+                   else f"did not answer Metadata within {timeout:.0f} s")
+            tail = _tail(work / "kafka.out") + _tail(work / "server.log")
+            kafka.remove_work_dir = False  # keep the logs to read
+            kafka.stop()
+            raise KafkaStartError(f"Kafka {why}; logs in {work}:\n{tail}")
+        time.sleep(0.1)
+    kafka.startup_seconds = time.monotonic() - began
+    return kafka
+
+
+def _answers_metadata(bootstrap: str) -> bool:
+    """Metadata (v12, all topics) answered with at least one broker: the broker has
+    registered with its controller and serves clients."""
+    host, port = bootstrap.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2.0) as sock:
+            sock.settimeout(5.0)
+            sock.sendall(_metadata_request())
+            head = _recv_exactly(sock, 4)
+            frame = _recv_exactly(sock, struct.unpack(">i", head)[0])
+    except (OSError, struct.error, EOFError):
+        return False
+    # correlation id (4 bytes), empty tagged fields of response header v1 (1 byte)
+    response, _ = entity_reader(MetadataResponse)(frame, 5)
+    return len(response.brokers) > 0
+
+
+def _metadata_request() -> bytes:
+    body = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
+    header_cls = body.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header_cls(
+        request_api_key=body.__api_key__, request_api_version=body.__version__,
+        correlation_id=1, client_id="reference-probe"))
+    entity_writer(MetadataRequest)(buf, body)
+    payload = buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _random_cluster_id() -> str:
+    """Kafka's Uuid.randomUuid().toString(): URL-safe base64 of 16 bytes, no padding;
+    Kafka refuses ids that start with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _die_with_parent() -> list[str]:
+    """A command prefix that makes Kafka get SIGTERM when the thread that started it dies
+    (PR_SET_PDEATHSIG, through util-linux's setpriv rather than a preexec_fn, which is
+    unsafe once the caller has threads), so an interrupted test run leaves no JVM
+    behind."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM"] if setpriv else []
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+    except OSError:
+        return ""
+
+
+def main() -> None:
+    """Start Kafka, print what it took, wait for Ctrl-C: ``python -m reference.kafka``."""
+    with start() as kafka:
+        print(f"Apache Kafka {kafka_version()} on {kafka.bootstrap} (cluster {kafka.cluster_id})"
+              f"; format {kafka.format_seconds:.1f} s, start {kafka.startup_seconds:.1f} s, "
+              f"RSS {kafka.rss_bytes() / 2**20:.0f} MiB, heap {HEAP}; logs in {kafka.work_dir}",
+              flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+        print(f"stopping; exit code {kafka.stop()}")
+
+
+if __name__ == "__main__":
+    main()
