@@ -132,17 +132,28 @@ _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 
 
 def topic_name_problem(name: str | None) -> str | None:
-    """Kafka's topic name rules (Topic.validate); None when the name is legal."""
+    """Kafka's topic name rules (Topic.validate) and its texts; None when the name is
+    legal."""
     if not name:
-        return "topic name is empty"
+        return "Topic name is invalid: the empty string is not allowed"
     if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
+        return f"Topic name is invalid: '{name}' is not allowed"
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+        return (f"Topic name is invalid: the length of '{name}' is longer than the max "
+                f"allowed length {MAX_TOPIC_NAME_LENGTH}")
     if not set(name) <= _LEGAL_TOPIC_CHARS:
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
+        return (f"Topic name is invalid: '{name}' contains one or more characters other "
+                "than ASCII alphanumerics, '.', '_' and '-'")
     return None
 
 
+# The metadata log's partition, __cluster_metadata-0, lives in a log directory beside
+# the topics' partitions: no topic may take this name (Kafka refuses it too).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+CLUSTER_METADATA_PROHIBITED = (
+    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+
+
 def is_internal_topic(name: str) -> bool:
+    """Kafka's Topic.isInternal: Metadata marks these internal even while absent."""
     return name in ("__consumer_offsets", "__transaction_state")

@@ -101,7 +101,8 @@ async def _alter(ctx: RequestContext, resource: Any, new_configs: NewConfigs,
         image = broker.metadata.image
         topic = image.topics.get(name)
         if topic is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"The topic '{name}' does not exist.")
         view = BrokerConfigView(broker, image)
         configs = checked_topic_configs(
             new_configs(ConfigResourceType.TOPIC, topic.configs, view))

@@ -15,7 +15,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.cluster import ClusterImage, NewTopic, TopicImage, is_internal_topic, topic_name_problem
+from kernel.cluster import (
+    CLUSTER_METADATA_PROHIBITED,
+    CLUSTER_METADATA_TOPIC,
+    ClusterImage,
+    NewTopic,
+    TopicImage,
+    is_internal_topic,
+    topic_name_problem,
+)
 from kernel.config import BrokerConfig
 from kernel.handlers.config_entries import BrokerConfigView, checked_topic_configs
 from kernel.hookspecs import CLUSTER_NAME
@@ -69,6 +77,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         outcome = outcomes[name] = _Outcome(name)
         if counts[name] > 1:
             outcome.error, outcome.message = ErrorCode.invalid_request, "Duplicate topic name."
+        elif name == CLUSTER_METADATA_TOPIC:
+            outcome.error, outcome.message = (ErrorCode.invalid_request,
+                                              CLUSTER_METADATA_PROHIBITED)
         elif not (cluster_create or authorize(ctx.session, "CREATE", "TOPIC", name)):
             outcome.error = ErrorCode.topic_authorization_failed
             outcome.message = "Authorization failed."
@@ -229,8 +240,8 @@ def _respond(ctx: RequestContext, view: BrokerConfigView, outcomes: list[_Outcom
         results.append(make(
             m.CreatableTopicResult,
             name=o.name,
-            # A validate_only request creates nothing, so there is no id to give.
-            topic_id=o.created.topic_id if o.created is not None else ZERO_UUID,
+            # Kafka gives a validate_only answer the id the topic would have had.
+            topic_id=o.created.topic_id if o.created is not None else uuid.uuid4(),
             error_code=ErrorCode.none,
             error_message=None,
             topic_config_error_code=config_error.value,

@@ -81,6 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topic = image.topics_by_id.get(topic_id)
             if topic is None:
                 result.error = ErrorCode.unknown_topic_id
+                result.message = "This server does not host this topic ID."
             elif not deletable(topic.name):
                 # Naming the topic only to those who may see it keeps ids from leaking names.
                 result.name = topic.name if describable(topic.name) else None
@@ -98,6 +99,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result.error = ErrorCode.topic_authorization_failed
             elif topic is None:
                 result.error = ErrorCode.unknown_topic_or_partition
+                result.message = "This server does not host this topic-partition."
             elif not deletable(name):
                 result.error = ErrorCode.topic_authorization_failed
             else:

@@ -9,7 +9,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import NO_LEADER, ClusterImage, NewTopic, TopicImage, topic_name_problem
+from kernel.cluster import (
+    CLUSTER_METADATA_TOPIC,
+    NO_LEADER,
+    ClusterImage,
+    NewTopic,
+    TopicImage,
+    is_internal_topic,
+    topic_name_problem,
+)
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
@@ -42,9 +50,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             name = found.name
         names.append(name)
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    # Internal topics are created by their coordinators, with their own settings, and
+    # __cluster_metadata by no one.
     missing = [
         n for n in dict.fromkeys(names)
         if n not in image.topics and topic_name_problem(n) is None
+        and n != CLUSTER_METADATA_TOPIC and not is_internal_topic(n)
     ]
     if missing and allow_auto and broker.config.auto_create_topics_enable:
         creatable = [n for n in missing if broker.plugins.authorize(
@@ -140,7 +151,7 @@ def _error_topic(m: Any, name: str | None, error: ErrorCode,
         # Names became nullable in v12 (topics requested by id).
         name=name if name is not None or m.MetadataResponse.__version__ >= 12 else "",
         topic_id=topic_id,
-        is_internal=False,
+        is_internal=name is not None and is_internal_topic(name),
         partitions=(),
         topic_authorized_operations=OPS_NOT_REQUESTED,
     )

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import structlog
 
 from kernel.cluster import (
+    CLUSTER_METADATA_PROHIBITED,
+    CLUSTER_METADATA_TOPIC,
     NO_LEADER,
     BrokerRegistration,
     ClusterImage,
@@ -237,6 +239,8 @@ class KRaftMetadataBackend:
         records: list[MetadataRecord] = []
         for topic in topics:
             name = topic.name
+            if name == CLUSTER_METADATA_TOPIC:  # its directory is the metadata log's
+                raise KafkaError(ErrorCode.invalid_request, CLUSTER_METADATA_PROHIBITED)
             if name in image.topics:
                 raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
             if name in requested:

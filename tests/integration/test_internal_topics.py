@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kernel.testing.embedded import EmbeddedBroker
@@ -66,3 +67,23 @@ def test_groups_keep_working_after_the_offsets_topic_gains_partitions(
     client.create_partitions([NewPartitions(OFFSETS, 5)])[OFFSETS].result(TIMEOUT)
     for offset in (11, 12, 13):  # groups hashed onto old and new partitions alike
         assert commit_and_fetch(broker, "data", offset) == offset
+
+
+def test_cluster_metadata_cannot_be_created_or_deleted(broker: EmbeddedBroker) -> None:
+    """The issue's reproduction: CreateTopics then DeleteTopics __cluster_metadata
+    deleted the metadata log's directory, and after a restart every topic was gone."""
+    client = admin(broker)
+    client.create_topics([NewTopic("kept", 2)])["kept"].result(TIMEOUT)
+    created = client.create_topics([NewTopic("__cluster_metadata", 1)])["__cluster_metadata"]
+    with pytest.raises(KafkaException) as refused:
+        created.result(TIMEOUT)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    deleted = client.delete_topics(["__cluster_metadata"], operation_timeout=5)
+    with pytest.raises(KafkaException) as unknown:
+        deleted["__cluster_metadata"].result(TIMEOUT)
+    assert unknown.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    listed = client.list_topics(timeout=TIMEOUT).topics
+    assert "__cluster_metadata" not in listed and "kept" in listed
+    broker.restart()
+    listed = admin(broker).list_topics(timeout=TIMEOUT).topics
+    assert "kept" in listed and len(listed["kept"].partitions) == 2
