@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -115,6 +116,10 @@ class LogManager:
         self._background: set[asyncio.Task[Any]] = set()
         self._pending_flush: set[TopicPartition] = set()
         self._lso_checkpoint_pending = False
+        # Checkpoint files are written from worker threads: one at a time, newest wins.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = 0
+        self._checkpoints_written: dict[str, int] = {}
         self._file_deletions: set[asyncio.TimerHandle] = set()
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
@@ -312,11 +317,29 @@ class LogManager:
                 snapshot.setdefault(log.dir.parent, {})[key] = log.log_start_offset
         return snapshot
 
-    @staticmethod
-    def _write_checkpoints(name: str, snapshot: dict[Path, dict[TopicPartition, int]]) -> None:
-        for directory, offsets in snapshot.items():
-            if directory.exists():
-                write_offset_checkpoint(directory / name, offsets)
+    def _checkpoint_writer(
+        self, name: str, snapshot: dict[Path, dict[TopicPartition, int]]
+    ) -> Callable[[], None]:
+        """Writes ``snapshot``, taken now on the event loop, into the ``name`` files:
+        in any thread, one write at a time (they share the file's temporary), and never
+        over a newer snapshot that a write started later already put there."""
+        self._checkpoint_seq += 1
+        seq = self._checkpoint_seq
+
+        def write() -> None:
+            with self._checkpoint_lock:
+                if self._checkpoints_written.get(name, 0) > seq:
+                    return
+                for directory, offsets in snapshot.items():
+                    if directory.exists():
+                        write_offset_checkpoint(directory / name, offsets)
+                self._checkpoints_written[name] = seq
+
+        return write
+
+    def _write_checkpoints(self, name: str,
+                           snapshot: dict[Path, dict[TopicPartition, int]]) -> None:
+        self._checkpoint_writer(name, snapshot)()
 
     def checkpoint_recovery_points(self) -> None:
         """Write every log dir's recovery-point-offset-checkpoint (blocking: fsync)."""
@@ -364,8 +387,9 @@ class LogManager:
 
         async def checkpoint() -> None:
             self._lso_checkpoint_pending = False
-            snapshot = self._snapshot_log_start_offsets()
-            await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, snapshot)
+            write = self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT,
+                                            self._snapshot_log_start_offsets())
+            await self._in_thread(write)
 
         self._spawn(checkpoint())
 
@@ -470,10 +494,12 @@ class LogManager:
 
     async def checkpoint(self) -> None:
         """Write the recovery points and log start offsets in a worker thread."""
-        recovery_points = self._snapshot_recovery_points()
-        start_offsets = self._snapshot_log_start_offsets()
-        await self._in_thread(self._write_checkpoints, RECOVERY_POINT_CHECKPOINT, recovery_points)
-        await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, start_offsets)
+        recovery_points = self._checkpoint_writer(RECOVERY_POINT_CHECKPOINT,
+                                                  self._snapshot_recovery_points())
+        start_offsets = self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT,
+                                                self._snapshot_log_start_offsets())
+        await self._in_thread(recovery_points)
+        await self._in_thread(start_offsets)
 
     async def stop(self) -> None:
         """Stop the periodic tasks, let background flushes finish, then close cleanly

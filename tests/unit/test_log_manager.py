@@ -314,3 +314,36 @@ def test_deleted_segment_files_go_after_file_delete_delay(tmp_path: Path) -> Non
         await reopened.stop()
 
     asyncio.run(scenario())
+
+
+def test_concurrent_checkpoint_writes_neither_fail_nor_go_back(tmp_path: Path) -> None:
+    """DeleteRecords schedules a log-start-offset checkpoint while another may still be
+    writing: both shared the file's temporary (FileNotFoundError at the rename), and an
+    older snapshot could land last (a restart would bring deleted records back)."""
+    errors: list[dict[str, Any]] = []
+
+    class Recorder:
+        def error(self, event: str, **kw: Any) -> None:
+            errors.append({"event": event, **kw})
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a, **kw: None
+
+    async def scenario() -> None:
+        m = LogManager([tmp_path], BrokerConfig(), time_ms=lambda: NOW, logger=Recorder())
+        await m.start()
+        log = m.get_or_create_log("t", 0)
+        for _ in range(40):
+            log.append_as_leader(batch(), 0, NOW)
+        for start in range(1, 120):
+            log.delete_records_before(start)
+            if start % 10 == 0:
+                await asyncio.gather(m.checkpoint(), m.checkpoint())
+            await asyncio.sleep(0)
+        await m.checkpoint()
+        written = read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")
+        await m.stop()
+        assert errors == []
+        assert written == {("t", 0): 119}
+
+    asyncio.run(scenario())
