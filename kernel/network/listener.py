@@ -154,7 +154,10 @@ class Listener:
             infos = socket.getaddrinfo(host, self.endpoint.port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
             for family, kind, proto, _, address in dict.fromkeys(infos):
-                sock = socket.socket(family, kind, proto)
+                try:
+                    sock = socket.socket(family, kind, proto)
+                except OSError:
+                    continue  # a family this host lacks (IPv6), as asyncio skips it
                 self._sockets.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
@@ -168,6 +171,9 @@ class Listener:
                 f"listeners: cannot listen on {self.endpoint.host}:{self.endpoint.port} "
                 f"({self.endpoint.listener_name}): {e.strerror}"
             ) from None
+        if not self._sockets:
+            raise ConfigError(f"listeners: no address to listen on for {self.endpoint.host} "
+                              f"({self.endpoint.listener_name})")
         self.port = self._sockets[0].getsockname()[1]
         return self.port
 

@@ -17,6 +17,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 
 from bench.procfs import sample
+from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_crash_recovery import free_port, served
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
@@ -128,6 +129,8 @@ def test_queued_max_request_bytes_stops_reading_and_resumes(
         for sock in partial:
             sock.sendall(struct.pack(">i", 900_000) + b"\x00" * 600_000)
         _eventually(lambda: pool.used >= 1_200_000)
+        registry = b.broker.metrics.registry
+        assert registry.get_sample_value("kafkernel_request_pool_used_bytes") == pool.used
         # A connection that reads while the pool is exhausted is muted after that read.
         assert _answered(waiting, 10)
         assert not _answered(waiting, 11, timeout=0.5), "read while the pool was full"
@@ -185,6 +188,10 @@ def test_max_connections_per_ip_closes_the_extra_connection(
         with connect(b.bootstrap) as third:
             assert _closed_by_broker(third)
         assert _answered(first, 3) and _answered(second, 4)
+        assert b.broker is not None
+        assert b.broker.metrics.registry.get_sample_value(
+            "kafkernel_connections_rejected_total",
+            {"listener": "PLAINTEXT", "reason": "max_connections_per_ip"}) == 1
         first.close()
         # The count follows closes: a new connection gets the free place.
         _eventually(lambda: b.broker is not None
@@ -248,5 +255,21 @@ def test_a_tls_client_on_a_plaintext_port_is_logged_once_and_closed(
     logged = capsys.readouterr().err.splitlines()
     tls = [line for line in logged if "TLS" in line]
     assert len(tls) == 1, logged
+    assert b.broker is not None
+    assert b.broker.metrics.registry.get_sample_value(
+        "kafkernel_connections_rejected_total",
+        {"listener": "PLAINTEXT", "reason": "tls_on_plaintext"}) == 5
     assert "127.0.0.1" in tls[0]
     assert not [line for line in logged if "request size" in line], logged
+
+
+def test_a_listener_on_all_interfaces_serves_and_a_busy_port_is_named(
+    broker_factory: Callable[..., EmbeddedBroker], tmp_path: Path,
+) -> None:
+    port = free_port()
+    broker_factory({"listeners": [f"PLAINTEXT://:{port}"]})
+    with connect(f"127.0.0.1:{port}") as sock:
+        assert _answered(sock, 1)
+    second = EmbeddedBroker({"listeners": [f"PLAINTEXT://127.0.0.1:{port}"]}, data_dir=tmp_path)
+    with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port} \\(PLAINTEXT\\)"):
+        second.start()
