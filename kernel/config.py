@@ -49,6 +49,14 @@ def all_of(*allowed: str) -> Check:
     )
 
 
+def _host_counts(items: list[str]) -> str | None:
+    for item in items:
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            return "a list of host:count items"
+    return None
+
+
 def setting(
     name: str,
     default: Any,
@@ -371,6 +379,24 @@ class BrokerConfig:
     connections_max_idle_ms: int = setting(
         "connections.max.idle.ms", 600000, "Idle connections are closed after this.",
         check=at_least(1),
+    )
+    queued_max_request_bytes: int = setting(
+        "queued.max.request.bytes", 268435456, "Request bytes held across all connections "
+        "(arrived, not yet handled) before reads stop; -1 is unbounded, as Kafka's "
+        "default; otherwise at least socket.request.max.bytes.",
+        check=lambda v: None if v == -1 or v >= 1 else "-1 (unbounded) or a value >= 1",
+    )
+    max_connections: int = setting(
+        "max.connections", INT_MAX, "Connections the broker holds; at the limit new ones "
+        "wait to be accepted until one closes.", check=at_least(0),
+    )
+    max_connections_per_ip: int = setting(
+        "max.connections.per.ip", INT_MAX, "Connections from one address; more are closed "
+        "at once. 0 only with max.connections.per.ip.overrides.", check=at_least(0),
+    )
+    max_connections_per_ip_overrides: list[str] = setting(
+        "max.connections.per.ip.overrides", [], "Per-address or host name limits, "
+        "host:count items (e.g. hostName:100,127.0.0.1:200).", check=_host_counts,
     )
     metrics_host: str = setting("metrics.host", "127.0.0.1", "Prometheus endpoint host.")
     metrics_port: int = setting(

@@ -104,6 +104,15 @@ class BrokerMetrics:
         self.connections = Gauge(
             "kafkernel_active_connections", "Open client connections.", ["listener"], registry=r
         )
+        self.connections_rejected = Counter(
+            "kafkernel_connections_rejected", "Connections closed as soon as accepted or "
+            "read from, by reason: max_connections_per_ip, tls_on_plaintext (a TLS client "
+            "on a PLAINTEXT listener).", ["listener", "reason"], registry=r,
+        )
+        self.request_pool_used = Gauge(
+            "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
+            "handled, across connections (bounded by queued.max.request.bytes).", registry=r,
+        )
         self.errors = Counter(
             "kafkernel_errors", "Error codes returned, by error name.", ["error"], registry=r
         )
@@ -152,6 +161,10 @@ class BrokerMetrics:
         self.bytes_in.inc(bytes_in + 4)
         if bytes_out:
             self.bytes_out.inc(bytes_out)
+
+    def connection_rejected(self, listener: str) -> Callable[[str], None]:
+        """A counter of rejected connections for one listener, by reason."""
+        return lambda reason: self.connections_rejected.labels(listener, reason).inc()
 
     def _topic(self, topic: str) -> tuple[Any, Any, Any, Any]:
         children = self._per_topic.get(topic)

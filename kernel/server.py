@@ -30,6 +30,8 @@ from kernel.logging import make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.listener import Endpoint, Listener, parse_endpoints
+from kernel.network.memory_pool import MemoryPool
+from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
 from kernel.plugins import PluginFacade
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
@@ -66,10 +68,17 @@ class Broker:
             if cfg.advertised_listeners else None
         )
         self.dispatcher = RequestDispatcher(self)
+        # Shared by every listener: Kafka counts connections and request memory per
+        # broker.
+        self.connection_quotas = connection_quotas(cfg)
+        self.memory_pool = memory_pool(cfg)
+        self.metrics.request_pool_used.set_function(lambda: self.memory_pool.used)
         self.listeners = [
             Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
                      idle_timeout_ms=cfg.connections_max_idle_ms,
-                     on_count=self.metrics.connections.labels(e.listener_name).set)
+                     quotas=self.connection_quotas, pool=self.memory_pool,
+                     on_count=self.metrics.connections.labels(e.listener_name).set,
+                     on_rejected=self.metrics.connection_rejected(e.listener_name))
             for e in self.endpoints
         ]
         self._metadata: MetadataBackend | None = None
@@ -262,3 +271,22 @@ class Broker:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+
+def connection_quotas(cfg: BrokerConfig) -> ConnectionQuotas:
+    overrides = parse_overrides(cfg.max_connections_per_ip_overrides)
+    if cfg.max_connections_per_ip == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip can be 0 only if "
+                          "max.connections.per.ip.overrides is set")
+    return ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip,
+                            resolve_overrides(overrides))
+
+
+def memory_pool(cfg: BrokerConfig) -> MemoryPool:
+    size = cfg.queued_max_request_bytes
+    if 0 < size < cfg.socket_request_max_bytes:
+        raise ConfigError(
+            f"queued.max.request.bytes ({size}) must be -1 (unbounded) or at least "
+            f"socket.request.max.bytes ({cfg.socket_request_max_bytes})"
+        )
+    return MemoryPool(size)

@@ -1,9 +1,13 @@
 """One client connection: size-prefixed framing, limits, in-order responses.
 
-Frames are read straight into a reusable receive buffer (asyncio.BufferedProtocol);
-a frame larger than that buffer gets a buffer of its own that the socket fills
-directly, so a 1 MB produce request is copied once. Once such a frame is decoded (kio
-copies what it keeps), its buffer is kept for the connection's next large frame.
+Memory follows the bytes that arrive, not the sizes that are claimed. Reads land in the
+listener's receive buffer, shared by its connections (a read is handed over and
+consumed in one callback), so an idle connection holds no buffer. A frame that is not
+whole after a read gets a buffer of its own, of the size its prefix gives, that the
+socket then fills directly: a 1 MB produce request is copied once. That buffer is
+allocated without being zeroed, so only the pages bytes are written to become resident:
+a prefix claiming 100 MB costs what its sender actually sends. Bytes that arrived and
+are not handled yet count against the broker's MemoryPool (queued.max.request.bytes).
 Requests are handled one at a time in arrival order, as Kafka does by muting a channel
 while a request is in flight: pipelined requests wait in a queue, so responses leave in
 request order and produce requests on one connection are appended in order with no
@@ -13,14 +17,15 @@ extra machinery.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import socket
 import struct
-import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from kernel.network.memory_pool import MemoryPool
 from kernel.protocol.codec import InvalidRequest, ResponseFrame
 from kernel.routing import Session
 
@@ -35,11 +40,31 @@ RECEIVE_BUFFER = 256 * 1024
 AFTER_LARGE_FRAME_READ = 16 * 1024
 # Stop reading from a client that has this much pipelined, unhandled input.
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
-# The largest frame buffer a connection keeps for reuse (a producer's batches are ~1 MB).
-MAX_SPARE_FRAME_BYTES = 8 * 1024 * 1024
 
-# A frame, and the buffer under it when that buffer may be reused once it is decoded.
-QueuedFrame = tuple[bytes | memoryview, bytearray | None]
+# bytearray(n) zeroes its n bytes, which makes every page resident; this does not.
+_new_bytearray = ctypes.pythonapi.PyByteArray_FromStringAndSize
+_new_bytearray.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+_new_bytearray.restype = ctypes.py_object
+
+
+def frame_buffer(size: int) -> bytearray:
+    """An uninitialised buffer of ``size`` bytes; only what is written to it becomes
+    resident. Nothing reads a byte of it that the socket has not filled."""
+    return _new_bytearray(None, size)  # type: ignore[no-any-return]
+
+
+def is_tls_record(head: bytes | bytearray | memoryview) -> bool:
+    """A TLS handshake record (a ClientHello on a plaintext port) starts 0x16 0x03
+    0x00-0x04; read as a Kafka size prefix it claims about 369 MB."""
+    return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
+
+
+class ReceiveBuffer:
+    """The buffer a listener's connections read into, one read at a time."""
+
+    def __init__(self, size: int = RECEIVE_BUFFER) -> None:
+        self.buf = bytearray(size)
+        self.view = memoryview(self.buf)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -51,35 +76,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
         security_protocol: str,
         max_request_size: int,
         idle_timeout_s: float,
+        client_address: str,
+        receive: ReceiveBuffer,
+        pool: MemoryPool,
         on_open: Callable[[KafkaConnection], None],
         on_close: Callable[[KafkaConnection], None],
+        on_tls: Callable[[KafkaConnection], None],
     ) -> None:
         self._dispatcher = dispatcher
         self._listener_name = listener_name
         self._security_protocol = security_protocol
         self._max_request_size = max_request_size
         self._idle_timeout_s = idle_timeout_s
+        self._receive = receive
+        self._pool = pool
         self._on_open = on_open
         self._on_close = on_close
-        self._buf = bytearray(RECEIVE_BUFFER)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
-        self._big: memoryview | None = None
-        self._big_owner: bytearray | None = None
-        self._big_filled = 0
-        self._after_big = False
-        self._spare: bytearray | None = None
-        self._queue: deque[QueuedFrame] = deque()
+        self._on_tls = on_tls
+        # Bytes of a size prefix not yet whole (fewer than 4), kept between reads.
+        self._head = b""
+        # The frame being filled (a view of its own buffer) and how much of it arrived.
+        self._frame: memoryview | None = None
+        self._filled = 0
+        self._after_large = False
+        self._seen_frames = 0
+        self._queue: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._in_flight: asyncio.Future[Any] | None = None
         self._write_paused = False
+        self._queue_paused = False
+        self._pool_muted = False
         self._read_paused = False
         self._closed = False
         self._last_active = time.monotonic()
         self._idle_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
+        # The address the listener counted this connection under (per-IP limits).
+        self.client_address = client_address
         self.log: Any = dispatcher.log
 
     # -- asyncio callbacks -------------------------------------------------
@@ -106,40 +140,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._in_flight is not None and not self._in_flight.done():
             self._in_flight.cancel()
         self._queue.clear()
+        self._pool.forget(self)
+        self._pool.release(self._queued_bytes + self._filled)
+        self._queued_bytes = self._filled = 0
+        self._frame = None
         self._on_close(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return self._big[self._big_filled:]
-        if self._end == len(self._buf):
-            self._compact()
-        if self._after_big:
-            return self._view[self._end:self._end + AFTER_LARGE_FRAME_READ]
-        return self._view[self._end:]
+        if self._frame is not None:
+            return self._frame[self._filled:]
+        view = self._receive.view
+        n = len(self._head)
+        if n:
+            view[:n] = self._head
+        if self._after_large:
+            return view[n:n + AFTER_LARGE_FRAME_READ]
+        return view[n:]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = time.monotonic()
-        if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled == len(self._big):
+        if self._frame is not None:
+            self._filled += nbytes
+            self._pool.allocate(nbytes)
+            if self._filled == len(self._frame):
                 # kio's native reader takes read-only buffers only: a read-only view
                 # avoids copying a large frame again.
-                frame = self._big.toreadonly()
-                self._big.release()
-                self._big = None
-                self._enqueue(frame, self._big_owner)
-                self._big_owner = None
-                self._after_big = True
-                self._process()
-            return
-        self._after_big = False
-        self._end += nbytes
-        try:
-            self._parse_frames()
-        except InvalidRequest as e:
-            self._fail(str(e))
-            return
+                frame = self._frame.toreadonly()
+                self._frame.release()
+                self._after_large = len(frame) >= RECEIVE_BUFFER
+                self._frame = None
+                self._filled = 0
+                self._enqueue(frame)
+        else:
+            self._after_large = False
+            end = len(self._head) + nbytes
+            self._head = b""
+            try:
+                self._parse_frames(end)
+            except InvalidRequest as e:
+                self._fail(str(e))
+                return
         self._process()
+        if not self._closed:
+            self._pool.after_read(self)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -153,61 +196,68 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- framing -----------------------------------------------------------
 
-    def _compact(self) -> None:
-        if self._start:
-            n = self._end - self._start
-            self._buf[:n] = self._buf[self._start:self._end]
-            self._start, self._end = 0, n
-
-    def _parse_frames(self) -> None:
-        buf = self._buf
-        while self._end - self._start >= 4:
-            (size,) = _SIZE.unpack_from(buf, self._start)
+    def _parse_frames(self, end: int) -> None:
+        """Take the frames out of the receive buffer's first ``end`` bytes; what is
+        left of an incomplete frame moves to the connection, as the buffer is shared."""
+        view = self._receive.view
+        start = 0
+        while end - start >= 4:
+            if self._seen_frames == 0 and is_tls_record(view[start:start + 3]):
+                self._on_tls(self)
+                self.close()
+                return
+            (size,) = _SIZE.unpack_from(view, start)
             if size < 0 or size > self._max_request_size:
                 raise InvalidRequest(
                     f"request size {size} is outside 0..{self._max_request_size} "
                     "(socket.request.max.bytes)"
                 )
-            available = self._end - self._start - 4
+            self._seen_frames += 1
+            begin = start + 4
+            available = end - begin
             if available >= size:
-                begin = self._start + 4
-                self._enqueue(bytes(self._view[begin:begin + size]), None)
-                self._start = begin + size
+                self._pool.allocate(size)
+                self._enqueue(bytes(view[begin:begin + size]))
+                start = begin + size
                 continue
-            if size + 4 > len(buf):
-                # Larger than the receive buffer: give it a buffer the socket fills.
-                owner = self._frame_buffer(size)
-                big = memoryview(owner)[:size]
-                big[:available] = self._view[self._start + 4:self._end]
-                self._big, self._big_owner, self._big_filled = big, owner, available
-                self._start = self._end = 0
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
+            # The rest of this frame goes straight from the socket into its own buffer.
+            try:
+                frame = memoryview(frame_buffer(size))
+            except MemoryError:
+                raise InvalidRequest(f"cannot allocate {size} bytes for a request") from None
+            frame[:available] = view[begin:end]
+            self._frame, self._filled = frame, available
+            self._pool.allocate(available)
+            return
+        if start < end:
+            self._head = bytes(view[start:end])
 
-    def _frame_buffer(self, size: int) -> bytearray:
-        """A buffer of at least ``size`` bytes: the spare one when it is large enough
-        and nothing holds a view of it any more (references: the attribute, ``spare``
-        and getrefcount's argument; the event loop keeps its last read buffer a while)."""
-        spare = self._spare
-        self._spare = None
-        if spare is not None and len(spare) >= size and sys.getrefcount(spare) <= 2:
-            return spare
-        return bytearray(size)
+    @property
+    def partial_bytes(self) -> int:
+        return self._filled
 
-    def _recycle(self, frame: memoryview, owner: bytearray) -> None:
-        frame.release()
-        if len(owner) <= MAX_SPARE_FRAME_BYTES and (
-            self._spare is None or len(self._spare) < len(owner)
-        ):
-            self._spare = owner
-
-    def _enqueue(self, frame: bytes | memoryview, owner: bytearray | None) -> None:
-        self._queue.append((frame, owner))
+    def _enqueue(self, frame: bytes | memoryview) -> None:
+        self._queue.append(frame)
         self._queued_bytes += len(frame)
-        if self._queued_bytes > MAX_QUEUED_BYTES and not self._read_paused and self.transport:
-            self._read_paused = True
-            self.transport.pause_reading()
+        self._pool.frame_done(self)
+        if self._queued_bytes > MAX_QUEUED_BYTES and not self._queue_paused:
+            self._queue_paused = True
+            self._update_reading()
+
+    def set_pool_muted(self, muted: bool) -> None:
+        """The MemoryPool mutes reads while it is exhausted (Kafka's memory pressure)."""
+        if muted != self._pool_muted:
+            self._pool_muted = muted
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        paused = self._queue_paused or self._pool_muted
+        if paused != self._read_paused and self.transport is not None and not self._closed:
+            self._read_paused = paused
+            if paused:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
 
     # -- request processing --------------------------------------------------
 
@@ -217,26 +267,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._queue and self._in_flight is None and not self._write_paused:
             if self._closed:
                 return
-            frame, owner = self._queue.popleft()
-            self._queued_bytes -= len(frame)
+            frame = self._queue.popleft()
+            size = len(frame)
+            self._queued_bytes -= size
             try:
                 result = self._dispatcher.dispatch(frame, session)
             except InvalidRequest as e:
                 self._fail(str(e))
                 return
             finally:
-                # The request is decoded by now (dispatch awaits nothing before that).
-                if owner is not None:
-                    assert isinstance(frame, memoryview)
-                    self._recycle(frame, owner)
+                # The request is decoded by now (dispatch awaits nothing before that),
+                # and kio copied what it keeps: the frame's bytes go back to the pool.
                 del frame
+                self._pool.release(size)
             if isinstance(result, bytes | ResponseFrame):
                 self._write(result)
             elif result is not None:
                 self._await(result)
-        if self._read_paused and self._queued_bytes < MAX_QUEUED_BYTES // 2 and self.transport:
-            self._read_paused = False
-            self.transport.resume_reading()
+        if self._queue_paused and self._queued_bytes < MAX_QUEUED_BYTES // 2:
+            self._queue_paused = False
+            self._update_reading()
 
     def _await(self, pending: Awaitable[bytes | None]) -> None:
         fut = asyncio.ensure_future(pending)

@@ -1,20 +1,28 @@
 """Listeners: ``NAME://host:port`` endpoints bound before metadata registration (so a
-port of 0 resolves to the real port first) and serving only once the broker is ready."""
+port of 0 resolves to the real port first) and serving only once the broker is ready.
+Each listening socket has its own accept loop (Kafka's Acceptor), which is what lets
+max.connections hold new clients in the backlog instead of accepting them."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kernel.config import ConfigError
-from kernel.network.connection import KafkaConnection
+from kernel.network.connection import KafkaConnection, ReceiveBuffer
+from kernel.network.memory_pool import MemoryPool
+from kernel.network.quotas import ConnectionQuotas, normalize_address
 
 if TYPE_CHECKING:
     from kernel.network.dispatch import RequestDispatcher
 
 SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+LISTEN_BACKLOG = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +59,37 @@ def parse_endpoints(values: list[str], protocol_map: list[str], key: str) -> lis
     return endpoints
 
 
+# A TLS client on a plaintext port retries, and each retry would log the same warning.
+TLS_NOTICE_PERIOD_S = 300.0
+TLS_NOTICE_ADDRESSES = 10_000
+ACCEPT_ERROR_BACKOFF_S = 0.1
+
+
+class TlsNotices:
+    """When a TLS ClientHello from an address was last logged, so that it is logged
+    once per address per period."""
+
+    def __init__(self, period_s: float = TLS_NOTICE_PERIOD_S) -> None:
+        self._period_s = period_s
+        self._logged: dict[str, float] = {}
+
+    def due(self, address: str) -> bool:
+        now = time.monotonic()
+        last = self._logged.get(address)
+        if last is not None and now - last < self._period_s:
+            return False
+        if len(self._logged) >= TLS_NOTICE_ADDRESSES:
+            self._logged = {a: t for a, t in self._logged.items() if now - t < self._period_s}
+        self._logged[address] = now
+        return True
+
+
 class Listener:
     def __init__(
         self, endpoint: Endpoint, dispatcher: RequestDispatcher, *, max_request_size: int,
-        idle_timeout_ms: int, on_count: Callable[[int], None] | None = None,
+        idle_timeout_ms: int, quotas: ConnectionQuotas, pool: MemoryPool,
+        on_count: Callable[[int], None] | None = None,
+        on_rejected: Callable[[str], None] | None = None,
     ) -> None:
         if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
@@ -64,12 +99,19 @@ class Listener:
             )
         self.endpoint = endpoint
         self._dispatcher = dispatcher
+        self._log = dispatcher.log.bind(listener=endpoint.listener_name)
         self._max_request_size = max_request_size
         self._idle_timeout_s = idle_timeout_ms / 1000
-        self._server: asyncio.Server | None = None
+        self._quotas = quotas
+        self._pool = pool
+        self._receive = ReceiveBuffer()
+        self._tls_notices = TlsNotices()
+        self._sockets: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task[None]] = []
         self.connections: set[KafkaConnection] = set()
         self.port = endpoint.port
         self._on_count = on_count or (lambda n: None)
+        self._on_rejected = on_rejected or (lambda reason: None)
 
     def _opened(self, conn: KafkaConnection) -> None:
         self.connections.add(conn)
@@ -78,40 +120,115 @@ class Listener:
     def _closed(self, conn: KafkaConnection) -> None:
         self.connections.discard(conn)
         self._on_count(len(self.connections))
+        self._quotas.closed(conn.client_address)
+        self._quotas.release_slot()
 
-    def _protocol(self) -> KafkaConnection:
+    def _tls_client(self, conn: KafkaConnection) -> None:
+        self._on_rejected("tls_on_plaintext")
+        if self._tls_notices.due(conn.client_address):
+            self._log.warning(
+                "closing a TLS connection to a PLAINTEXT listener: the client sent a TLS "
+                "handshake (is it configured with security.protocol SSL?); logged once per "
+                f"address every {TLS_NOTICE_PERIOD_S:.0f} s",
+                client=conn.client_address,
+            )
+
+    def _protocol(self, client_address: str) -> KafkaConnection:
         return KafkaConnection(
             self._dispatcher,
             listener_name=self.endpoint.listener_name,
             security_protocol=self.endpoint.security_protocol,
             max_request_size=self._max_request_size,
             idle_timeout_s=self._idle_timeout_s,
+            client_address=client_address,
+            receive=self._receive,
+            pool=self._pool,
             on_open=self._opened,
             on_close=self._closed,
+            on_tls=self._tls_client,
         )
 
     async def bind(self) -> int:
-        loop = asyncio.get_running_loop()
+        host = self.endpoint.host or None
         try:
-            self._server = await loop.create_server(
-                self._protocol, self.endpoint.host or None, self.endpoint.port,
-                reuse_address=True, start_serving=False, backlog=1024,
-            )
+            infos = socket.getaddrinfo(host, self.endpoint.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                try:
+                    sock = socket.socket(family, kind, proto)
+                except OSError:
+                    continue  # a family this host lacks (IPv6), as asyncio skips it
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+                sock.listen(LISTEN_BACKLOG)
+                sock.setblocking(False)
         except OSError as e:
+            self._close_sockets()
             raise ConfigError(
                 f"listeners: cannot listen on {self.endpoint.host}:{self.endpoint.port} "
                 f"({self.endpoint.listener_name}): {e.strerror}"
             ) from None
-        self.port = self._server.sockets[0].getsockname()[1]
+        if not self._sockets:
+            raise ConfigError(f"listeners: no address to listen on for {self.endpoint.host} "
+                              f"({self.endpoint.listener_name})")
+        self.port = self._sockets[0].getsockname()[1]
         return self.port
 
     async def start_serving(self) -> None:
-        assert self._server is not None
-        await self._server.start_serving()
+        loop = asyncio.get_running_loop()
+        self._acceptors = [loop.create_task(self._accept(sock)) for sock in self._sockets]
+
+    async def _accept(self, listening: socket.socket) -> None:
+        """Kafka's Acceptor: wait for a slot under max.connections, accept, then close
+        at once a connection over its address's max.connections.per.ip."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._quotas.acquire_slot()
+            try:
+                sock, peer = await loop.sock_accept(listening)
+            except OSError as e:
+                # Out of file descriptors, typically: the client stays in the backlog.
+                self._quotas.release_slot()
+                self._log.warning("cannot accept a connection", error=e.strerror)
+                await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
+                continue
+            except BaseException:
+                self._quotas.release_slot()
+                raise
+            address = normalize_address(str(peer[0]))
+            if not self._quotas.admit(address):
+                self._quotas.release_slot()
+                self._on_rejected("max_connections_per_ip")
+                self._log.info(
+                    "rejected a connection: the address already has its maximum of "
+                    f"{self._quotas.limit_for(address)} connections "
+                    "(max.connections.per.ip)", client=address,
+                )
+                sock.close()
+                continue
+            try:
+                await loop.connect_accepted_socket(
+                    functools.partial(self._protocol, address), sock)
+            except OSError:
+                # The client went away before its transport was made.
+                self._quotas.closed(address)
+                self._quotas.release_slot()
+                sock.close()
 
     async def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for task in self._acceptors:
+            task.cancel()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        self._acceptors = []
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
 
     async def close_connections(self, grace_s: float) -> None:
         """Let in-flight requests finish for up to ``grace_s``, then close everything."""
@@ -121,5 +238,6 @@ class Listener:
             await asyncio.sleep(0.02)
         for conn in list(self.connections):
             conn.close()
-        if self._server is not None:
-            await self._server.wait_closed()
+        # Let the transports report their connections lost.
+        while self.connections and loop.time() < deadline + grace_s:
+            await asyncio.sleep(0.01)
