@@ -18,6 +18,10 @@ A frame that fails is refused before kio sees it; the connection is closed, as K
 closes it on a request it cannot parse. The walk follows kio's wire interpretation
 (``kio.serial._introspect``, the helpers its native schema compiler calls), and was
 checked against the kio version pinned in pyproject.toml.
+
+Each struct of a schema becomes one generated Python function with its fields inlined:
+the walk runs for every request, and a produce request to hundreds of partitions would
+otherwise pay several calls per partition.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import dataclasses
 import struct
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, NoReturn
 
 from kio.serial._introspect import (
     EntityField,
@@ -85,117 +89,29 @@ def _uvarint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-def _room(what: str, length: int, pos: int, end: int) -> None:
+def _room(what: str, length: int, pos: int, end: int) -> NoReturn:
     raise MalformedFrame(
         f"{what} of {length} at byte {pos} is more than the {end - pos} bytes left"
     )
 
 
-# -- primitives ------------------------------------------------------------------
+def _short(pos: int) -> NoReturn:
+    raise MalformedFrame(f"frame ends before byte {pos}")
 
 
-def _fixed(size: int) -> Walk:
-    def walk(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-        pos += size
-        if pos > end:
-            raise MalformedFrame(f"frame ends inside a {size}-byte field")
-        return pos
-
-    return walk
+def _bad_length(what: str, n: int, pos: int) -> NoReturn:
+    raise MalformedFrame(f"{what} length {n} at byte {pos}")
 
 
-def _compact_bytes(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-    n, pos = _uvarint(buf, pos, end)
-    if n > 1:
-        n -= 1
-        if pos + n > end:
-            _room("a string", n, pos, end)
-        return pos + n
-    return pos  # null (kio refuses it where it is not nullable) or empty
-
-
-def _legacy_string(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-    if pos + 2 > end:
-        raise MalformedFrame("frame ends inside a string length")
-    (n,) = _I16.unpack_from(buf, pos)
-    pos += 2
-    if n > 0:
-        if pos + n > end:
-            _room("a string", n, pos, end)
-        return pos + n
-    if n < -1:
-        raise MalformedFrame(f"string length {n} at byte {pos - 2}")
-    return pos
-
-
-def _legacy_bytes(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-    if pos + 4 > end:
-        raise MalformedFrame("frame ends inside a bytes length")
-    (n,) = _I32.unpack_from(buf, pos)
-    pos += 4
-    if n > 0:
-        if pos + n > end:
-            _room("a bytes field", n, pos, end)
-        return pos + n
-    if n < -1:
-        raise MalformedFrame(f"bytes length {n} at byte {pos - 4}")
-    return pos
-
-
-def _primitive(kafka_type: str, flexible: bool) -> tuple[Walk, int, int | None]:
-    """(walk, smallest wire size, fixed size or None)."""
-    size = _FIXED_SIZES.get(kafka_type)
-    if size is not None:
-        return _fixed(size), size, size
-    if kafka_type == "string":
-        return (_compact_bytes, 1, None) if flexible else (_legacy_string, 2, None)
-    if kafka_type in ("bytes", "records"):
-        return (_compact_bytes, 1, None) if flexible else (_legacy_bytes, 4, None)
-    raise TypeError(f"no wire walk for kafka type {kafka_type!r}")
-
-
-# -- collections -------------------------------------------------------------------
-
-
-def _array(element: Walk, element_min: int, element_fixed: int | None,
-           flexible: bool, nullable: bool) -> Walk:
-    def count(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
-        if flexible:
-            n, pos = _uvarint(buf, pos, end)
-            return n - 1, pos  # -1: null
-        if pos + 4 > end:
-            raise MalformedFrame("frame ends inside an array length")
-        (n,) = _I32.unpack_from(buf, pos)
-        if n < -1:
-            raise MalformedFrame(f"array length {n} at byte {pos}")
-        return n, pos + 4
-
-    def walk(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-        at = pos
-        n, pos = count(buf, pos, end)
-        if n <= 0:
-            if n < 0 and not nullable:
-                # kio would hand the handler None; Kafka refuses the request.
-                raise MalformedFrame(f"a non-nullable array is null at byte {at}")
-            return pos
-        if n * element_min > end - pos:
-            _room("an array", n, pos, end)
-        if element_fixed is not None:
-            return pos + n * element_fixed
-        for _ in range(n):
-            pos = element(buf, pos, end, edits)
-        return pos
-
-    return walk
-
-
-# -- entities ----------------------------------------------------------------------
+def _null_array(pos: int) -> NoReturn:
+    # kio would hand the handler None; Kafka refuses the request.
+    raise MalformedFrame(f"a non-nullable array is null at byte {pos}")
 
 
 def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
+    """The tagged fields of a flexible struct that has some (the generated code skips
+    an empty section itself)."""
     def walk(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-        if pos < end and buf[pos] == 0:
-            return pos + 1  # none: nearly every request
         count_at = pos
         n, pos = _uvarint(buf, pos, end)
         if 2 * n > end - pos:
@@ -224,83 +140,175 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
     return walk
 
 
-def _merge_fixed(parts: list[tuple[Walk, int | None]]) -> list[Walk]:
-    """Consecutive fixed-size fields become one skip."""
-    out: list[Walk] = []
-    run = 0
-    for walk, fixed in parts:
-        if fixed is not None:
-            run += fixed
-            continue
-        if run:
-            out.append(_fixed(run))
-            run = 0
-        out.append(walk)
-    if run:
-        out.append(_fixed(run))
-    return out
+# -- code generation -----------------------------------------------------------------
+#
+# Generated functions take (buf, pos, end, edits) and return the position after their
+# struct. Helpers and the functions of nested structs are reached through the names
+# the generator binds in the function's globals.
+
+
+_HELPERS: dict[str, Any] = {
+    "_uvarint": _uvarint, "_room": _room, "_short": _short, "_bad_length": _bad_length,
+    "_null_array": _null_array, "_I16": _I16, "_I32": _I32,
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Compiled:
     walk: Walk
     min_size: int
-    fixed: int | None
+    fixed: int | None  # the size when every value has it
 
 
-def _field(f: dataclasses.Field[Any], flexible: bool, header: bool, tagged: bool) -> _Compiled:
-    """Mirrors kio's native ``build_field_schema``."""
+class _Source:
+    """Lines of one generated function, and the names its globals need."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {}
+        self._pending_fixed = 0
+
+    def emit(self, line: str, depth: int = 1) -> None:
+        self.flush_fixed()
+        self.lines.append("    " * depth + line)
+
+    def fixed(self, size: int) -> None:
+        self._pending_fixed += size
+
+    def flush_fixed(self) -> None:
+        if self._pending_fixed:
+            size, self._pending_fixed = self._pending_fixed, 0
+            self.lines.append(f"    pos += {size}")
+            self.lines.append("    if pos > end: _short(pos)")
+
+    def bind(self, value: Any) -> str:
+        name = f"_n{len(self.names)}"
+        self.names[name] = value
+        return name
+
+
+def _emit_primitive(src: _Source, kafka_type: str, flexible: bool) -> tuple[int, int | None]:
+    """Inline code for one primitive field; (smallest wire size, fixed size or None)."""
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        src.fixed(size)
+        return size, size
+    if kafka_type not in ("string", "bytes", "records"):
+        raise TypeError(f"no wire walk for kafka type {kafka_type!r}")
+    if flexible:  # compact: uvarint length + 1, 0 for null
+        src.emit("if pos >= end: _short(pos + 1)")
+        src.emit("n = buf[pos]")
+        src.emit("if n < 0x80: pos += 1")
+        src.emit("else: n, pos = _uvarint(buf, pos, end)")
+        src.emit("if n > 1:")
+        src.emit("pos += n - 1", 2)
+        src.emit("if pos > end: _room('a string', n - 1, pos - n + 1, end)", 2)
+        return 1, None
+    width, unpack = (2, "_I16") if kafka_type == "string" else (4, "_I32")
+    src.emit(f"if pos + {width} > end: _short(pos + {width})")
+    src.emit(f"n = {unpack}.unpack_from(buf, pos)[0]")
+    src.emit(f"pos += {width}")
+    src.emit("if n > 0:")
+    src.emit("pos += n", 2)
+    src.emit("if pos > end: _room('a string', n, pos - n, end)", 2)
+    src.emit(f"elif n < -1: _bad_length('string', n, pos - {width})")
+    return width, None
+
+
+def _emit_array(src: _Source, element: _Compiled, flexible: bool, nullable: bool) -> None:
+    src.emit("at = pos")
+    if flexible:
+        src.emit("if pos >= end: _short(pos + 1)")
+        src.emit("n = buf[pos]")
+        src.emit("if n < 0x80: pos += 1")
+        src.emit("else: n, pos = _uvarint(buf, pos, end)")
+        src.emit("n -= 1")  # -1: null
+    else:
+        src.emit("if pos + 4 > end: _short(pos + 4)")
+        src.emit("n = _I32.unpack_from(buf, pos)[0]")
+        src.emit("pos += 4")
+        src.emit("if n < -1: _bad_length('array', n, at)")
+    if not nullable:
+        src.emit("if n < 0: _null_array(at)")
+    src.emit("if n > 0:")
+    src.emit(f"if n * {element.min_size} > end - pos: _room('an array', n, pos, end)", 2)
+    if element.fixed is not None:
+        src.emit(f"pos += n * {element.fixed}", 2)
+    else:
+        walk = src.bind(element.walk)
+        src.emit("for _ in range(n):", 2)
+        src.emit(f"pos = {walk}(buf, pos, end, edits)", 3)
+
+
+def _emit_field(src: _Source, f: dataclasses.Field[Any], flexible: bool,
+                header: bool) -> tuple[int, int | None]:
+    """Mirrors kio's native ``build_field_schema``; (smallest size, fixed size or None)."""
     if header and f.name == "client_id":
-        return _Compiled(_legacy_string, 2, None)  # nullable legacy in every header version
+        return _emit_primitive(src, "string", False)  # nullable legacy in every header
     kind = classify_field(f)
+    is_array = isinstance(kind, PrimitiveTupleField | EntityTupleField)
     if isinstance(kind, EntityField | EntityTupleField):
         nullable = isinstance(kind, EntityField) and is_optional(f)
         inner = _entity(kind.type_, nullable)
+        if not is_array:
+            src.emit(f"pos = {src.bind(inner.walk)}(buf, pos, end, edits)")
+            return inner.min_size, inner.fixed
     else:
-        walk, low, fixed = _primitive(get_schema_field_type(f), flexible)
-        inner = _Compiled(walk, low, fixed)
-    if isinstance(kind, PrimitiveTupleField | EntityTupleField):
-        walk = _array(inner.walk, inner.min_size, inner.fixed, flexible, is_optional(f))
-        return _Compiled(walk, 1 if flexible else 4, None)
-    return inner
+        kafka_type = get_schema_field_type(f)
+        if not is_array:
+            return _emit_primitive(src, kafka_type, flexible)
+        inner = _primitive_element(kafka_type, flexible)
+    _emit_array(src, inner, flexible, is_optional(f))
+    return (1 if flexible else 4), None
+
+
+@cache
+def _primitive_element(kafka_type: str, flexible: bool) -> _Compiled:
+    """A primitive as an array element."""
+    src = _Source()
+    low, fixed = _emit_primitive(src, kafka_type, flexible)
+    return _Compiled(_build(src, f"element_{kafka_type}"), low, fixed)
+
+
+def _build(src: _Source, name: str) -> Walk:
+    src.flush_fixed()
+    body = "\n".join(src.lines) or "    pass"
+    code = f"def {name}(buf, pos, end, edits):\n{body}\n    return pos\n"
+    namespace: dict[str, Any] = {**_HELPERS, **src.names}
+    exec(compile(code, f"<guard {name}>", "exec"), namespace)
+    return namespace[name]  # type: ignore[no-any-return]
 
 
 @cache
 def _entity(cls: type, nullable: bool, header: bool = False) -> _Compiled:
     flexible: bool = cls.__flexible__  # type: ignore[attr-defined]
-    parts: list[tuple[Walk, int | None]] = []
+    src = _Source()
+    if nullable:
+        src.emit("if pos >= end: _short(pos + 1)")
+        src.emit("if buf[pos] == 0xFF: return pos + 1")  # -1: null
+        src.fixed(1)
     tagged: dict[int, Walk] = {}
     low = 1 if flexible else 0
+    fixed: int | None = 0
     for f in dataclasses.fields(cls):
         tag = get_field_tag(f)
-        compiled = _field(f, flexible, header, tag is not None)
         if tag is not None:
-            tagged[int(tag)] = compiled.walk
-        else:
-            parts.append((compiled.walk, compiled.fixed))
-            low += compiled.min_size
-    fixed = sum(p[1] for p in parts) if all(p[1] is not None for p in parts) else None
+            field_src = _Source()
+            _emit_field(field_src, f, flexible, header)
+            tagged[int(tag)] = _build(field_src, f"tag_{f.name}")
+            continue
+        field_low, field_fixed = _emit_field(src, f, flexible, header)
+        low += field_low
+        fixed = None if fixed is None or field_fixed is None else fixed + field_fixed
     if flexible:
-        parts.append((_tagged_fields(tagged), None))
+        tags = src.bind(_tagged_fields(tagged))
+        src.emit("if pos < end and buf[pos] == 0: pos += 1")  # none: nearly every request
+        src.emit(f"else: pos = {tags}(buf, pos, end, edits)")
         fixed = None
-    steps = tuple(_merge_fixed(parts))
-
-    def walk(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-        for step in steps:
-            pos = step(buf, pos, end, edits)
-        return pos
-
-    if not nullable:
-        return _Compiled(walk, low, fixed)
-
-    def walk_nullable(buf: Buffer, pos: int, end: int, edits: list[Edit]) -> int:
-        if pos >= end:
-            raise MalformedFrame("frame ends inside a struct")
-        if buf[pos] == 0xFF:  # -1: null
-            return pos + 1
-        return walk(buf, pos + 1, end, edits)
-
-    return _Compiled(walk_nullable, 1, None)
+    walk = _build(src, cls.__name__)
+    if nullable:
+        return _Compiled(walk, 1, None)
+    return _Compiled(walk, low, fixed)
 
 
 @cache
