@@ -16,6 +16,7 @@ from kernel.handlers import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_topic_partitions,
     fetch,
     incremental_alter_configs,
     list_offsets,
@@ -41,6 +42,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
+    describe_topic_partitions,
 )
 
 

@@ -1356,7 +1356,8 @@ class GroupCoordinatorShard:
     ) -> CoordinatorResult[OffsetDeleteResponse]:
         """OffsetDelete. A consumer group with members keeps the offsets of topics it
         subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); other groups with members refuse
-        (NON_EMPTY_GROUP). An Empty group left without offsets is deleted."""
+        (NON_EMPTY_GROUP). An Empty group left without offsets stays, as in Kafka 4.3,
+        until DeleteGroups or the next offset expiration check removes it."""
         fx = _Effects()
 
         def top_level(error: ErrorCode) -> CoordinatorResult[OffsetDeleteResponse]:
@@ -1375,7 +1376,6 @@ class GroupCoordinatorShard:
             return top_level(ErrorCode.non_empty_group)
 
         topics = []
-        any_eligible = False
         for topic in request.topics:
             subscribed = consumer_with_members and group.is_subscribed_to_topic(topic.name)
             rows = []
@@ -1388,7 +1388,6 @@ class GroupCoordinatorShard:
                         )
                     )
                     continue
-                any_eligible = True
                 if (topic.name, p.partition_index) in group.offsets:
                     fx.records.append(
                         offset_commit_record(group.group_id, topic.name, p.partition_index, None)
@@ -1400,11 +1399,6 @@ class GroupCoordinatorShard:
                 )
             topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=tuple(rows)))
         self._replay_all(fx.records)
-        if any_eligible and group.is_in(GroupState.EMPTY) and not group.offsets:
-            group.transition_to(GroupState.DEAD, self._clock())
-            tombstone = group_metadata_record(group.group_id, None)
-            fx.records.append(tombstone)
-            self._replay_all([tombstone])
         return fx.result(
             OffsetDeleteResponse(
                 error_code=ErrorCode.none, throttle_time=_NO_THROTTLE, topics=tuple(topics)

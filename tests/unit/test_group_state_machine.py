@@ -837,6 +837,32 @@ def test_offset_delete_refuses_topics_the_consumer_group_subscribes_to() -> None
     )
 
 
+def test_an_empty_group_whose_offsets_are_all_deleted_stays_until_expiration() -> None:
+    """Kafka 4.3 keeps the group (kafka-consumer-groups --delete-offsets then --delete
+    both succeed); the offset expiration check removes it later."""
+    config = GroupCoordinatorConfig(
+        group_initial_rebalance_delay_ms=0, offsets_retention_check_interval_ms=10_000
+    )
+    rt = Runtime(config)
+    rt.commit("", -1, {("orders", 0): 5}, group="simple")
+    request = OffsetDeleteRequest(
+        group_id="simple",
+        topics=(
+            OffsetDeleteRequestTopic(
+                name="orders", partitions=(OffsetDeleteRequestPartition(partition_index=0),)
+            ),
+        ),
+    )
+    assert rt.apply(rt.shard.delete_offsets(ctx(0), request)).error_code == ErrorCode.none
+    assert rt.fetch("simple") == {}
+    group = rt.shard.group("simple")
+    assert group is not None and group.is_in(GroupState.EMPTY)
+    assert rt.log[-1][1] is None and rt.log[-1][0] != encode_key(GroupMetadataKey(group="simple"))
+    rt.advance(10_000)
+    assert rt.shard.group("simple") is None
+    assert rt.log[-1] == (encode_key(GroupMetadataKey(group="simple")), None)
+
+
 # ========================================================== admin and lifecycle
 
 
