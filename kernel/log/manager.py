@@ -275,7 +275,7 @@ class LogManager:
             fsync_dir(directory)
         # Without logs there is nothing to recover: a fresh directory had no shutdown,
         # clean or not, and saying clean_shutdown=False would suggest a crash.
-        shutdown = {"clean_shutdown": clean}
+        shutdown = {"clean_shutdown": clean} if loaded else {}
         self._log.info(
             "loaded logs", log_dir=str(directory), logs=loaded, **shutdown,
             seconds=round(time.monotonic() - started, 3),
