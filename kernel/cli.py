@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import os
 import resource
 import signal
 import sys
@@ -160,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Plugins named by import path are also looked for in the current directory, as
+    # gunicorn and uvicorn find an application; last, so it shadows nothing installed.
+    # Only the command line does this: sys.path is process-wide.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         return int(args.func(args))
     except ConfigError as e:  # StartupError too: FILE: KEY: problem, one line
