@@ -78,6 +78,32 @@ WRITE_PROBE_FILE = ".kafkernel-write-probe"
 WRITE_PROBE_BYTES = 4096
 
 
+def lock_log_dir(directory: Path) -> int:
+    """Create ``directory``, take its ``.lock`` (an exclusive flock, as Kafka's) and
+    check that it takes writes. Returns the lock's descriptor: closing it releases the
+    lock. Raises :class:`LogDirError` naming the directory and the problem."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileExistsError:
+        raise LogDirError(directory, "exists and is not a directory") from None
+    except OSError as e:
+        raise LogDirError(directory, f"cannot be created or written: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogDirInUseError(
+            directory, "is in use by another running broker (its .lock is held)"
+        ) from None
+    try:
+        _check_writable(directory)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _check_writable(directory: Path) -> None:
     """Fail at start, not at the first produce: write, fsync and remove one block. A
     filesystem with no space left for unprivileged writes counts as full even when
@@ -196,22 +222,7 @@ class LogManager:
             raise
 
     def _lock_dir(self, directory: Path) -> None:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileExistsError:
-            raise LogDirError(directory, "exists and is not a directory") from None
-        except OSError as e:
-            raise LogDirError(directory, f"cannot be created or written: {e.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirInUseError(
-                directory, "is in use by another running broker (its .lock is held)"
-            ) from None
-        self._lock_fds[directory] = fd
-        _check_writable(directory)
+        self._lock_fds[directory] = lock_log_dir(directory)
 
     def load(self) -> None:
         """Open every partition directory. Blocking (recovery reads data): :meth:`start`

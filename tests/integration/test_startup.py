@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from kernel.testing.embedded import EmbeddedBroker
+from tests.plugins.failing_plugin import NAME as FAILING
 
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 
 
@@ -170,3 +172,29 @@ def test_unwritable_log_dir(tmp_path: Path) -> None:
     cfg = _config(tmp_path, data)
     _one_line_failure(_run("serve", "--config", str(cfg)), cfg, "log.dirs",
                       "Permission denied")
+
+
+def test_metadata_log_dir_that_cannot_be_created(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    cfg = _config(tmp_path)
+    key = "plugins.metadata_kraft.metadata.log.dir"
+    result = _run("serve", "--config", str(cfg), "--override", f'{key}="{not_a_dir}/meta"')
+    _one_line_failure(result, cfg, key, "Not a directory")
+
+
+def test_a_start_that_fails_after_plugins_started_stops_quietly(tmp_path: Path) -> None:
+    """The coordinator had started when a later plugin refused: its tasks must not
+    outlive the timer (once 50 'timer is shut down' errors) and nothing is logged after
+    the error."""
+    cfg = _config(tmp_path)
+    cfg.write_text(cfg.read_text().replace('"coordinator"]', f'"coordinator", "{FAILING}"]'))
+    result = subprocess.run([sys.executable, "-m", "kernel", "serve", "--config", str(cfg)],
+                            capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-1] == f"{cfg}: plugins.enabled: {FAILING} refuses to start"
+    assert "created the offsets topic" in result.stderr  # the coordinator had started
+    for line in lines[:-1]:
+        assert "[info" in line, line  # no error, no traceback
+    assert "broker stopped" not in result.stderr
