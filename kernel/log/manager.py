@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import itertools
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -174,6 +176,10 @@ class LogManager:
         self._background: set[asyncio.Task[Any]] = set()
         self._pending_flush: set[TopicPartition] = set()
         self._lso_checkpoint_pending = False
+        # Checkpoint writes: serialised, and stale snapshots dropped (_write_checkpoints).
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_written: dict[str, int] = {}
+        self._snapshots = itertools.count()
         self._file_deletions: set[asyncio.TimerHandle] = set()
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
@@ -378,19 +384,29 @@ class LogManager:
                 snapshot.setdefault(log.dir.parent, {})[key] = log.log_start_offset
         return snapshot
 
-    @staticmethod
-    def _write_checkpoints(name: str, snapshot: dict[Path, dict[TopicPartition, int]]) -> None:
-        for directory, offsets in snapshot.items():
-            if directory.exists():
-                write_offset_checkpoint(directory / name, offsets)
+    def _write_checkpoints(self, name: str, snapshot: dict[Path, dict[TopicPartition, int]],
+                           taken: int | None = None) -> None:
+        """Write one checkpoint file per log dir. Worker threads write one at a time
+        (they share the file's temporary name), and a snapshot ``taken`` before the
+        one last written is dropped rather than put back over it."""
+        with self._checkpoint_lock:
+            if taken is not None:
+                if taken < self._checkpoint_written.get(name, -1):
+                    return
+                self._checkpoint_written[name] = taken
+            for directory, offsets in snapshot.items():
+                if directory.exists():
+                    write_offset_checkpoint(directory / name, offsets)
 
     def checkpoint_recovery_points(self) -> None:
         """Write every log dir's recovery-point-offset-checkpoint (blocking: fsync)."""
-        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._snapshot_recovery_points())
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._snapshot_recovery_points(),
+                                next(self._snapshots))
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write every log dir's log-start-offset-checkpoint (blocking: fsync)."""
-        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, self._snapshot_log_start_offsets())
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT,
+                                self._snapshot_log_start_offsets(), next(self._snapshots))
 
     # -- callbacks from the logs (event loop) -------------------------------------------
 
@@ -431,7 +447,8 @@ class LogManager:
         async def checkpoint() -> None:
             self._lso_checkpoint_pending = False
             snapshot = self._snapshot_log_start_offsets()
-            await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, snapshot)
+            await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, snapshot,
+                                  next(self._snapshots))
 
         self._spawn(checkpoint())
 
@@ -536,10 +553,13 @@ class LogManager:
 
     async def checkpoint(self) -> None:
         """Write the recovery points and log start offsets in a worker thread."""
+        taken = next(self._snapshots)
         recovery_points = self._snapshot_recovery_points()
         start_offsets = self._snapshot_log_start_offsets()
-        await self._in_thread(self._write_checkpoints, RECOVERY_POINT_CHECKPOINT, recovery_points)
-        await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, start_offsets)
+        await self._in_thread(self._write_checkpoints, RECOVERY_POINT_CHECKPOINT, recovery_points,
+                              taken)
+        await self._in_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, start_offsets,
+                              taken)
 
     async def stop(self) -> None:
         """Stop the periodic tasks, let background flushes finish, then close cleanly

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -346,3 +347,32 @@ def test_deleted_segment_files_go_after_file_delete_delay(tmp_path: Path) -> Non
         await reopened.stop()
 
     asyncio.run(scenario())
+
+
+def test_checkpoint_writes_from_worker_threads_do_not_collide(tmp_path: Path) -> None:
+    """Two writes of one checkpoint share its temporary file: a DeleteRecords and the
+    periodic checkpoint once raced to rename it. An older snapshot finishing last must
+    not put older offsets back either."""
+    m = manager([tmp_path])
+    name = "log-start-offset-checkpoint"
+    newer = {tmp_path: {("t", 0): 20}}
+    older = {tmp_path: {("t", 0): 10}}
+    errors: list[BaseException] = []
+
+    def write(taken: int) -> None:
+        try:
+            for i in range(50):
+                m._write_checkpoints(name, newer if i % 2 else older, taken * 100 + i)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    m._write_checkpoints(name, newer, 10_000)
+    m._write_checkpoints(name, older, 9_999)  # taken before the one written: dropped
+    assert read_offset_checkpoint(tmp_path / name) == {("t", 0): 20}
+    m.close()
