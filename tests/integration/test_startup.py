@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -198,3 +199,35 @@ def test_a_start_that_fails_after_plugins_started_stops_quietly(tmp_path: Path) 
     for line in lines[:-1]:
         assert "[info" in line, line  # no error, no traceback
     assert "broker stopped" not in result.stderr
+
+
+def test_serve_raises_the_open_files_limit(tmp_path: Path) -> None:
+    """Each active segment holds files: a default soft limit of 1024 is a few hundred
+    partitions. serve raises it to the hard limit and says so."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"the hard limit ({hard}) leaves nothing to raise")
+
+    def low_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    cfg = _config(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "kernel", "serve", "--config", str(cfg)],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=low_soft_limit)
+    seen = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the limit is logged right after this line
+            seen.append(line)
+            if "broker started" in line or "Traceback" in line:
+                break
+        limits = Path(f"/proc/{proc.pid}/limits")
+        if limits.exists():
+            row = next(r for r in limits.read_text().splitlines() if "open files" in r)
+            assert int(row.split()[3]) > 256, row
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 0
+    raised = [ln for ln in [*seen, *rest.splitlines()] if "raised the open files limit" in ln]
+    assert len(raised) == 1 and "was=256" in raised[0], "".join(seen) + rest
