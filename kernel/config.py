@@ -11,6 +11,7 @@ file, the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 import typing
 from collections.abc import Callable, Mapping
@@ -84,6 +85,14 @@ def protocol_map(v: list[str]) -> str | None:
 
 def non_empty_list(v: list[str]) -> str | None:
     return None if v and all(x.strip() for x in v) else "a non-empty list"
+
+
+def log_dir_list(v: list[str]) -> str | None:
+    """Kafka refuses a directory named twice: each one is locked by its broker."""
+    if non_empty_list(v):
+        return "a non-empty list"
+    names = [os.path.normpath(d) for d in v]
+    return None if len(set(names)) == len(names) else "a list without duplicates"
 
 
 def one_of(*allowed: str) -> Check:
@@ -297,7 +306,7 @@ class BrokerConfig:
     )
     log_dirs: list[str] = setting(
         "log.dirs", ["/tmp/kafka-logs"], "Directories holding partition logs and metadata.",
-        check=non_empty_list,
+        check=log_dir_list,
     )
     num_partitions: int = setting(
         "num.partitions", 1, "Partitions of an auto-created topic.", check=int_at_least(1),

@@ -124,6 +124,11 @@ def test_ranges_follow_kafka(key: str, bad: int, good: int) -> None:
     load_config(None, [f"{key}={good}"])
 
 
+def test_log_dirs_are_named_once() -> None:
+    with pytest.raises(ConfigError, match="log.dirs: .* expected a list without duplicates"):
+        load_config(None, ['log.dirs=["data", "./data/"]'])
+
+
 def test_negative_retention_keeps_forever() -> None:
     assert load_config(None, ["log.retention.hours=-1"]).broker.log_retention_ms_resolved == -1
     assert load_config(None, ["log.retention.minutes=-1"]).broker.log_retention_ms_resolved == -1
