@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import os
+import resource
 import signal
 import sys
 from collections.abc import Sequence
@@ -24,7 +26,8 @@ def _run(coro_factory: object) -> None:
         uvloop.run(coro_factory())  # type: ignore[operator]
 
 
-async def _serve(config: str | None, overrides: list[str]) -> None:
+async def _serve(config: str | None, overrides: list[str],
+                 raised_limit: tuple[int, int, int] | None) -> None:
     from kernel.server import Broker
 
     broker = Broker(load_config(config, overrides))
@@ -39,11 +42,10 @@ async def _serve(config: str | None, overrides: list[str]) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, request_stop, sig.name)
-    try:
-        await broker.start()
-    except BaseException:
-        await broker.stop()
-        raise
+    await broker.start()  # a failed start has stopped what it started, quietly
+    if raised_limit is not None:
+        broker.log.info("raised the open files limit (RLIMIT_NOFILE)", soft=raised_limit[1],
+                        was=raised_limit[0], hard=raised_limit[2])
     await broker.wait_stopped()
 
 
@@ -71,6 +73,27 @@ def _keep_freed_memory() -> None:
     mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
 
 
+# Linux's default fs.nr_open: the most a soft limit can be when the hard one is unlimited.
+NR_OPEN_DEFAULT = 1024 * 1024
+
+
+def _raise_open_files_limit() -> tuple[int, int, int] | None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as Kafka's start scripts expect
+    an operator to: every partition keeps its active segment's files open, so a few
+    hundred partitions exceed a default soft limit of 1024. Returns (old soft, new
+    soft, hard) when it was raised. Only the server binary does this: it is
+    process-wide."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = NR_OPEN_DEFAULT if hard == resource.RLIM_INFINITY else hard
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return None
+    return soft, target, hard
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     # kio builds hypothesis strategies for its types whenever hypothesis is importable
     # (it is, where the test extra is installed): ~1.3 s and ~200 MB at startup that a
@@ -78,7 +101,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if "kio" not in sys.modules:
         sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     _keep_freed_memory()
-    _run(lambda: _serve(args.config, args.override))
+    raised_limit = _raise_open_files_limit()
+    _run(lambda: _serve(args.config, args.override, raised_limit))
     return 0
 
 
@@ -137,10 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Plugins named by import path are also looked for in the current directory, as
+    # gunicorn and uvicorn find an application; last, so it shadows nothing installed.
+    # Only the command line does this: sys.path is process-wide.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         return int(args.func(args))
-    except ConfigError as e:
-        print(f"kafkernel: {e}", file=sys.stderr)
+    except ConfigError as e:  # StartupError too: FILE: KEY: problem, one line
+        print(e, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

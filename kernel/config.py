@@ -11,6 +11,7 @@ file, the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 import typing
 from collections.abc import Callable, Mapping
@@ -31,12 +32,67 @@ class ConfigError(Exception):
     """One clear line: the file, the key and what is wrong or allowed."""
 
 
+class StartupError(ConfigError):
+    """A valid setting the machine refuses at start-up (a port in use, a log dir that is
+    locked by another broker, unwritable or full): ``FILE: KEY: problem``, like every
+    config error, so ``kafkernel serve`` prints one line and exits non-zero."""
+
+
 def at_least(low: int | float) -> Check:
     return lambda v: None if v >= low else f"a value >= {low}"
 
 
 def between(low: int | float, high: int | float) -> Check:
     return lambda v: None if low <= v <= high else f"a value in [{low}, {high}]"
+
+
+def int_at_least(low: int) -> Check:
+    """Kafka's ``atLeast`` on an INT setting: the value must also fit 32 bits."""
+    def check(v: int) -> str | None:
+        if v < low:
+            return f"a value >= {low}"
+        return None if v <= INT_MAX else f"a value <= {INT_MAX} (a 32-bit int)"
+    return check
+
+
+def port(*, disabled: int | None = None) -> Check:
+    """A TCP port; 0 picks a free one, ``disabled`` (e.g. -1) turns the endpoint off."""
+    extra = f", or {disabled} to disable" if disabled is not None else ""
+    return lambda v: None if 0 <= v <= 65535 or v == disabled else f"a port in [0, 65535]{extra}"
+
+
+def listener_list(v: list[str]) -> str | None:
+    """Each ``NAME://host:port`` with a port in [0, 65535], as Kafka's listener parser."""
+    for item in v:
+        name, sep, rest = item.partition("://")
+        _host, colon, port_s = rest.rpartition(":")
+        if not sep or not name or not colon or not port_s.isdigit() or int(port_s) > 65535:
+            return f"NAME://host:port with a port in [0, 65535]; {item!r} is not one"
+    return None
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def protocol_map(v: list[str]) -> str | None:
+    for item in v:
+        name, sep, proto = item.partition(":")
+        if not sep or not name.strip() or proto.strip().upper() not in SECURITY_PROTOCOLS:
+            return ("NAME:PROTOCOL entries with a protocol of "
+                    f"{', '.join(SECURITY_PROTOCOLS)} ({item!r} is not one)")
+    return None
+
+
+def non_empty_list(v: list[str]) -> str | None:
+    return None if v and all(x.strip() for x in v) else "a non-empty list"
+
+
+def log_dir_list(v: list[str]) -> str | None:
+    """Kafka refuses a directory named twice: each one is locked by its broker."""
+    if non_empty_list(v):
+        return "a non-empty list"
+    names = [os.path.normpath(d) for d in v]
+    return None if len(set(names)) == len(names) else "a list without duplicates"
 
 
 def one_of(*allowed: str) -> Check:
@@ -238,32 +294,35 @@ def to_kafka_string(value: Any) -> str | None:
 class BrokerConfig:
     broker_id: int = setting(
         "broker.id", 1, "This broker's id in the cluster (Kafka's node.id in KRaft mode).",
-        check=at_least(0),
+        check=int_at_least(0),
     )
     broker_rack: str | None = setting("broker.rack", None, "Rack of the broker.")
     listeners: list[str] = setting(
         "listeners", ["PLAINTEXT://127.0.0.1:9092"],
         "Listeners as NAME://host:port; port 0 picks a free port.",
+        check=listener_list,
     )
     advertised_listeners: list[str] | None = setting(
         "advertised.listeners", None,
         "Addresses given to clients in Metadata; defaults to listeners.",
+        check=listener_list,
     )
     listener_security_protocol_map: list[str] = setting(
         "listener.security.protocol.map",
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
-        "Listener name to security protocol.",
+        "Listener name to security protocol.", check=protocol_map,
     )
     log_dirs: list[str] = setting(
-        "log.dirs", ["/tmp/kafka-logs"], "Directories holding partition logs and metadata."
+        "log.dirs", ["/tmp/kafka-logs"], "Directories holding partition logs and metadata.",
+        check=log_dir_list,
     )
     num_partitions: int = setting(
-        "num.partitions", 1, "Partitions of an auto-created topic.", check=at_least(1),
+        "num.partitions", 1, "Partitions of an auto-created topic.", check=int_at_least(1),
         dynamic=True,
     )
     default_replication_factor: int = setting(
         "default.replication.factor", 1, "Replication factor of auto-created topics.",
-        check=at_least(1), dynamic=True,
+        check=between(1, 32767), dynamic=True,
     )
     auto_create_topics_enable: bool = setting(
         "auto.create.topics.enable", True,
@@ -275,32 +334,34 @@ class BrokerConfig:
     )
     message_max_bytes: int = setting(
         "message.max.bytes", 1048588, "Largest record batch a topic accepts (default for "
-        "max.message.bytes).", check=at_least(0), dynamic=True,
+        "max.message.bytes).", check=int_at_least(0), dynamic=True,
     )
     log_segment_bytes: int = setting(
         "log.segment.bytes", 1073741824, "Size at which a segment rolls.",
-        check=at_least(14), dynamic=True,
+        check=int_at_least(14), dynamic=True,
     )
     log_roll_hours: int = setting(
-        "log.roll.hours", 168, "Age at which a segment rolls.", check=at_least(1)
+        "log.roll.hours", 168, "Age at which a segment rolls.", check=int_at_least(1)
     )
     log_roll_ms: int | None = setting(
         "log.roll.ms", None, "Age at which a segment rolls; overrides log.roll.hours.",
         check=at_least(1), dynamic=True,
     )
     log_retention_hours: int = setting(
-        "log.retention.hours", 168, "Time to keep a segment."
+        "log.retention.hours", 168, "Time to keep a segment; -1 keeps forever.",
+        check=int_at_least(-1),
     )
     log_retention_minutes: int | None = setting(
-        "log.retention.minutes", None, "Overrides log.retention.hours."
+        "log.retention.minutes", None, "Overrides log.retention.hours.",
+        check=int_at_least(-1),
     )
     log_retention_ms: int | None = setting(
         "log.retention.ms", None, "Overrides log.retention.minutes; -1 keeps forever.",
-        dynamic=True,
+        check=at_least(-1), dynamic=True,
     )
     log_retention_bytes: int = setting(
         "log.retention.bytes", -1, "Size a partition may keep; -1 is unlimited.",
-        dynamic=True,
+        check=at_least(-1), dynamic=True,
     )
     log_retention_check_interval_ms: int = setting(
         "log.retention.check.interval.ms", 300000, "How often retention runs.",
@@ -320,15 +381,15 @@ class BrokerConfig:
     )
     log_flush_offset_checkpoint_interval_ms: int = setting(
         "log.flush.offset.checkpoint.interval.ms", 60000,
-        "How often the recovery point is checkpointed.", check=at_least(0),
+        "How often the recovery point is checkpointed.", check=int_at_least(0),
     )
     log_index_interval_bytes: int = setting(
         "log.index.interval.bytes", 4096, "Bytes between offset index entries.",
-        check=at_least(0), dynamic=True,
+        check=int_at_least(0), dynamic=True,
     )
     log_index_size_max_bytes: int = setting(
         "log.index.size.max.bytes", 10485760, "Size of an offset index; full rolls.",
-        check=at_least(4), dynamic=True,
+        check=int_at_least(4), dynamic=True,
     )
     log_message_timestamp_type: str = setting(
         "log.message.timestamp.type", "CreateTime", "Timestamps from the producer or the "
@@ -356,7 +417,7 @@ class BrokerConfig:
     )
     min_insync_replicas: int = setting(
         "min.insync.replicas", 1, "ISR size below which acks=all produce fails.",
-        check=at_least(1), dynamic=True,
+        check=int_at_least(1), dynamic=True,
     )
     compression_type: str = setting(
         "compression.type", "producer", "Compression of stored batches.",
@@ -370,11 +431,11 @@ class BrokerConfig:
     fetch_max_bytes: int = setting(
         "fetch.max.bytes", 4194304, "Most record bytes in one consumer fetch response, "
         "besides the request's max_bytes (Kafka's default: 55 MB; see ARCHITECTURE.md).",
-        check=at_least(1024), dynamic=True,
+        check=int_at_least(1024), dynamic=True,
     )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", 104857600, "Largest request frame accepted.",
-        check=at_least(1),
+        check=int_at_least(1),
     )
     connections_max_idle_ms: int = setting(
         "connections.max.idle.ms", 600000, "Idle connections are closed after this.",
@@ -401,7 +462,7 @@ class BrokerConfig:
     metrics_host: str = setting("metrics.host", "127.0.0.1", "Prometheus endpoint host.")
     metrics_port: int = setting(
         "metrics.port", -1, "Prometheus /metrics port; -1 disables, 0 picks a free port.",
-        check=at_least(-1),
+        check=port(disabled=-1),
     )
     logging_format: str = setting(
         "logging.format", "console", "console for humans, json for machines.",
@@ -414,11 +475,12 @@ class BrokerConfig:
 
     @property
     def log_retention_ms_resolved(self) -> int:
+        # Kafka: any negative value means "keep forever", which is -1
         if self.log_retention_ms is not None:
-            return self.log_retention_ms
+            return max(self.log_retention_ms, -1)
         if self.log_retention_minutes is not None:
-            return self.log_retention_minutes * 60_000
-        return self.log_retention_hours * 3_600_000
+            return max(self.log_retention_minutes * 60_000, -1)
+        return max(self.log_retention_hours * 3_600_000, -1)
 
     @property
     def log_roll_ms_resolved(self) -> int:

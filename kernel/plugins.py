@@ -74,6 +74,17 @@ def load_plugin(name: str, source: str) -> Any:
             )
     except PluginError:
         raise
+    except ModuleNotFoundError as e:
+        module = name.partition(":")[0]
+        if e.name is None or not (module + ".").startswith(e.name + "."):
+            raise PluginError(  # the plugin was found; something it imports was not
+                f"{source}: plugins.enabled: plugin {name!r} failed to load: {e}"
+            ) from e
+        raise PluginError(
+            f"{source}: plugins.enabled: plugin {name!r} failed to load: {e} (an import "
+            "path is looked up in the installed packages, PYTHONPATH and the current "
+            "directory)"
+        ) from e
     except (ImportError, AttributeError) as e:
         raise PluginError(f"{source}: plugins.enabled: plugin {name!r} failed to load: {e}") from e
     return obj() if inspect.isclass(obj) else obj

@@ -1,11 +1,13 @@
 """The Broker: wires the kernel's components and plugins, in a fixed start/stop order.
 
 Start: plugins loaded and their tables validated -> routes registered (ApiVersions is
-generated from them) -> listeners bound (not yet serving, so port 0 resolves to the
-real port before registration) -> metadata backend started (replay, registration) ->
-plugins' startup -> listeners serve. Stop is the reverse: stop accepting, plugins'
-shutdown (they answer what they parked), let in-flight requests finish, logs closed
-cleanly, metadata backend stop.
+generated from them) -> what the machine can refuse, before anything starts or logs:
+log dirs locked and checked for writes, listeners bound (not yet serving, so port 0
+resolves to the real port before registration), the metrics endpoint bound -> metadata
+backend started (replay, registration) -> plugins' startup -> listeners serve. Stop is
+the reverse: stop accepting, plugins' shutdown (they answer what they parked), let
+in-flight requests finish, logs closed cleanly, metadata backend stop. A start that
+fails stops what it started without a word, so its one-line error is the last.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from kernel.config import (
     BrokerConfig,
     ConfigError,
     LoadedConfig,
+    StartupError,
     coerce,
     replace_settings,
     schema_keys,
 )
-from kernel.log.manager import LogManager
+from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
@@ -59,19 +62,22 @@ class Broker:
             self.plugins.register_apis(self.routes)
         except RoutingError as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
-        self.endpoints = parse_endpoints(
-            cfg.listeners, cfg.listener_security_protocol_map, "listeners"
-        )
-        self.advertised = (
-            parse_endpoints(cfg.advertised_listeners, cfg.listener_security_protocol_map,
-                            "advertised.listeners")
-            if cfg.advertised_listeners else None
-        )
         self.dispatcher = RequestDispatcher(self)
-        # Shared by every listener: Kafka counts connections and request memory per
-        # broker.
-        self.connection_quotas = connection_quotas(cfg)
-        self.memory_pool = memory_pool(cfg)
+        try:
+            self.endpoints = parse_endpoints(
+                cfg.listeners, cfg.listener_security_protocol_map, "listeners"
+            )
+            self.advertised = (
+                parse_endpoints(cfg.advertised_listeners, cfg.listener_security_protocol_map,
+                                "advertised.listeners")
+                if cfg.advertised_listeners else None
+            )
+            # Shared by every listener: Kafka counts connections and request memory per
+            # broker.
+            self.connection_quotas = connection_quotas(cfg)
+            self.memory_pool = memory_pool(cfg)
+        except ConfigError as e:  # the listener module names the key, not the file
+            raise ConfigError(f"{loaded.source}: {e}") from None
         self.metrics.request_pool_used.set_function(lambda: self.memory_pool.used)
         self.listeners = [
             Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
@@ -104,6 +110,8 @@ class Broker:
         )
         self.metrics_port: int | None = None
         self._stopped = asyncio.Event()
+        self._starting = False  # start() was called: stop() has something to undo
+        self._plugins_starting = False
         self._started = False
 
     def _validate_plugin_tables(self) -> dict[str, Any]:
@@ -159,9 +167,42 @@ class Broker:
                         first.endpoint.security_protocol)
 
     async def start(self) -> None:
-        cfg = self.config
+        """Start everything, or fail with a :class:`StartupError` (a config problem
+        found only now) after stopping what had started, quietly: the error is the one
+        line the operator sees."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._stop(quiet=True)
+            raise
+
+    async def _acquire_resources(self) -> None:
+        """What the machine can refuse, before anything is started or logged: log dir
+        locks and writability, listener ports, the metrics port."""
+        source = self.loaded.source
+        try:
+            self.logs.lock_dirs()
+        except LogDirError as e:
+            raise StartupError(f"{source}: log.dirs: {e}") from None
         for listener in self.listeners:
-            await listener.bind()
+            try:
+                await listener.bind()
+            except ConfigError as e:
+                raise StartupError(f"{source}: {e}") from None
+        cfg = self.config
+        if cfg.metrics_port >= 0:
+            try:
+                self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+            except OSError as e:
+                raise StartupError(
+                    f"{source}: metrics.port: cannot listen on {cfg.metrics_host}:"
+                    f"{cfg.metrics_port}: {e.strerror or e}"
+                ) from None
+
+    async def _start(self) -> None:
+        cfg = self.config
+        self._starting = True
+        await self._acquire_resources()
         ep = self._advertised_endpoint()
         self.registration = BrokerRegistration(
             cfg.broker_id, ep.host, ep.port, cfg.broker_rack, ep.listener_name
@@ -177,9 +218,8 @@ class Broker:
         await self.logs.start()
         self._on_image(None, backend.image)
         backend.add_listener(self._on_image)
+        self._plugins_starting = True
         await self.plugins.startup(self)
-        if cfg.metrics_port >= 0:
-            self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         for listener in self.listeners:
             await listener.start_serving()
         self._started = True
@@ -191,11 +231,20 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        await self._stop(quiet=False)
+
+    async def _stop(self, *, quiet: bool) -> None:
+        """Stop what was started, in reverse order; ``quiet`` (a failed start) logs
+        nothing, so the start-up error stays the last word. Idempotent."""
+        if self._stopped.is_set() or not self._starting:
+            self._stopped.set()
+            return
         for listener in self.listeners:
             await listener.stop_accepting()
         # Plugins first: they answer the requests they parked (e.g. a JoinGroup gets
-        # NOT_COORDINATOR) while the connections can still carry the answer.
-        if self._started:
+        # NOT_COORDINATOR) while the connections can still carry the answer. A start
+        # that failed half-way through the plugins stops the ones that did start too.
+        if self._plugins_starting:
             await self.plugins.shutdown(self)
         for listener in self.listeners:
             await listener.close_connections(SHUTDOWN_GRACE_S)
@@ -209,7 +258,8 @@ class Broker:
         self.metrics.close()
         self._started = False
         self._stopped.set()
-        self.log.info("broker stopped")
+        if not quiet:
+            self.log.info("broker stopped")
 
     def _error_logged(self, event: MutableMapping[str, Any]) -> None:
         self.recent_errors.append(" ".join(f"{k}={v}" for k, v in event.items()))

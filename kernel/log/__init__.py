@@ -19,7 +19,7 @@ from kernel.log.log import (
     LogConfig,
     UnexpectedAppendOffsetError,
 )
-from kernel.log.manager import LogDirInUseError, LogManager
+from kernel.log.manager import LogDirError, LogDirInUseError, LogManager
 from kernel.log.records import AppendOrigin, LogAppendInfo
 from kernel.log.segment import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 
@@ -33,6 +33,7 @@ __all__ = [
     "LogAppendInfo",
     "LogCallbacks",
     "LogConfig",
+    "LogDirError",
     "LogDirInUseError",
     "LogManager",
     "LogOffsetMetadata",

@@ -3,8 +3,8 @@
 Why mmap rather than in-memory arrays: appends are a ``pack_into`` into the page cache
 (no syscall per entry, and an append happens every ``index.interval.bytes`` of log), the
 OS owns the memory of thousands of mostly-cold indexes, files keep Kafka's big-endian
-format and preallocated size, and ``os.fsync`` on our descriptor persists the dirty
-pages from a worker thread (``mmap.flush`` would hold the GIL). Lookups are a short
+format and preallocated size, and ``os.fsync`` of the file persists the dirty pages
+from a worker thread (``mmap.flush`` would hold the GIL). Lookups are a short
 Python binary search; Kafka's "warm section" keeps them inside the last 8 KB that the
 tail readers and the appender keep in cache, and the last entry is cached in Python so
 the common tail lookup touches no mapping at all.
@@ -18,8 +18,9 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 WARM_SECTION_BYTES = 8192  # Kafka's warm section: touched by every tail lookup
 
@@ -27,6 +28,8 @@ _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+# Python 3.13+ maps without keeping a duplicate descriptor (we never resize in place).
+_NO_FD_COPY: dict[str, Any] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 class CorruptIndexError(Exception):
@@ -43,11 +46,28 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+def fsync_file(path: Path) -> None:
+    """fsync a file by name: also writes back pages dirtied through a mapping that has
+    been closed since. A file gone meanwhile (deleted, renamed for deletion) has
+    nothing left to make durable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class _MmapIndex:
     """Fixed-size entries in a preallocated, memory-mapped file.
 
     ``max_index_size`` is the preallocated size while the segment is active; closing or
     rolling trims the file to its entries so a clean restart knows the count at once.
+    An open index holds its mapping and no descriptor of its own (as Kafka closes its
+    RandomAccessFile once mapped): CPython's mmap keeps a duplicate before 3.13 and
+    none with ``trackfd=False``. Resizes and fsyncs open the file by name for the call.
     """
 
     entry_size: ClassVar[int]
@@ -55,21 +75,25 @@ class _MmapIndex:
     def __init__(self, path: Path, base_offset: int, max_index_size: int = -1) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mmap: mmap.mmap | None = None
+        self._open = True
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            length = os.fstat(self._fd).st_size
+            length = os.fstat(fd).st_size
             fresh = length == 0
             if fresh and max_index_size > 0:
                 length = self._round(max_index_size)
-                os.ftruncate(self._fd, length)
+                os.ftruncate(fd, length)
             elif length % self.entry_size:
                 raise CorruptIndexError(
                     f"index file {path.name} has size {length}, not a multiple of "
                     f"{self.entry_size}"
                 )
             self._length = length
-            self._map(length)
+            self._map(fd, length)
+        finally:
+            os.close(fd)
+        try:
             self._entries = 0 if fresh else self._count_entries(length // self.entry_size)
             self._max_entries = length // self.entry_size
             self._load_last_entry()
@@ -82,8 +106,8 @@ class _MmapIndex:
     def _round(self, size: int) -> int:
         return max(size // self.entry_size * self.entry_size, self.entry_size)
 
-    def _map(self, length: int) -> None:
-        self._mmap = mmap.mmap(self._fd, length) if length > 0 else None
+    def _map(self, fd: int, length: int) -> None:
+        self._mmap = mmap.mmap(fd, length, **_NO_FD_COPY) if length > 0 else None
         if self._mmap is not None and hasattr(mmap, "MADV_RANDOM"):
             # Lookups touch a few scattered pages; readahead (8 MB on some hosts) would
             # fault in most of a preallocated index on the first access.
@@ -138,10 +162,14 @@ class _MmapIndex:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        os.ftruncate(self._fd, length)
-        self._length = length
-        self._max_entries = length // self.entry_size
-        self._map(length)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, length)
+            self._length = length
+            self._max_entries = length // self.entry_size
+            self._map(fd, length)
+        finally:
+            os.close(fd)
 
     def trim_to_valid_size(self) -> None:
         self.resize(self._entries * self.entry_size)
@@ -160,26 +188,22 @@ class _MmapIndex:
         self.truncate_to_entries(0)
 
     def flush(self) -> None:
-        """fsync the dirty pages; safe from a worker thread (releases the GIL)."""
-        fd = self._fd
-        if fd < 0:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            if self._fd >= 0:  # not closed meanwhile by the event loop: a real error
-                raise
+        """fsync the dirty pages; safe from a worker thread (releases the GIL), also
+        after the event loop closed the index."""
+        fsync_file(self.path)
 
     def _close_files(self) -> None:
+        self._open = False
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
 
     def close(self) -> None:
-        if self._fd >= 0:
+        if self._open:
             self.trim_to_valid_size()
         self._close_files()
 

@@ -54,6 +54,10 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
+# Inactive segments of one log that keep their files open after a read: a consumer
+# catching up reads one old segment at a time, and reopening costs an open and a mmap.
+MAX_OPEN_INACTIVE_SEGMENTS = 2
+
 DELETE_DIR_SUFFIX = "-delete"
 _TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 
@@ -189,7 +193,11 @@ class Log:
         self._config = config
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
+        # Inactive segments whose files are open, oldest first (see _files_opened).
+        self._open_inactive_files: dict[LogSegment, None] = {}
         self._set_segments(segments)
+        for segment in segments[:-1]:
+            segment.close_files()  # recovery opened them; reads open them again
         self._leo = log_end_offset
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
@@ -309,6 +317,25 @@ class Log:
         self._bases = tuple(s.base_offset for s in segments)
         self._segments = segments
         self._offset_metadata_cache = None
+        for segment in segments:
+            segment.on_files_opened = self._files_opened
+        open_inactive = self._open_inactive_files
+        current = set(segments)
+        for segment in [s for s in open_inactive if s not in current or s.is_active]:
+            del open_inactive[segment]
+
+    def _files_opened(self, segment: LogSegment) -> None:
+        """An inactive segment opened its files for a read or retention: keep the last
+        few open, as Kafka's lazy indexes keep what is used, and close the oldest. Only
+        the active segment's stay open for good, so open files grow with partitions,
+        not with segments."""
+        open_inactive = self._open_inactive_files
+        open_inactive.pop(segment, None)
+        open_inactive[segment] = None
+        while len(open_inactive) > MAX_OPEN_INACTIVE_SEGMENTS:
+            oldest = next(iter(open_inactive))
+            del open_inactive[oldest]
+            oldest.close_files()
 
     @property
     def name(self) -> str:
@@ -518,6 +545,7 @@ class Log:
                 f"at {active.base_offset}"
             )
         active.on_become_inactive()
+        active.close_files()  # the flush after the roll syncs them by name
         segment = self._new_segment(self.dir, new_offset, self._config, now)
         self._set_segments((*self._segments, segment))
         if self._callbacks.on_segment_rolled is not None:

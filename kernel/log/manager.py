@@ -62,8 +62,67 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class LogDirInUseError(Exception):
+class LogDirError(Exception):
+    """A log directory that cannot be used: it names the directory and the problem."""
+
+    def __init__(self, directory: Path, problem: str) -> None:
+        super().__init__(f"{directory}: {problem}")
+        self.directory = directory
+        self.problem = problem
+
+
+class LogDirInUseError(LogDirError):
     """Another broker (or manager) holds the log directory's lock."""
+
+
+WRITE_PROBE_FILE = ".kafkernel-write-probe"
+WRITE_PROBE_BYTES = 4096
+
+
+def lock_log_dir(directory: Path) -> int:
+    """Create ``directory``, take its ``.lock`` (an exclusive flock, as Kafka's) and
+    check that it takes writes. Returns the lock's descriptor: closing it releases the
+    lock. Raises :class:`LogDirError` naming the directory and the problem."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileExistsError:
+        raise LogDirError(directory, "exists and is not a directory") from None
+    except OSError as e:
+        raise LogDirError(directory, f"cannot be created or written: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogDirInUseError(
+            directory, "is in use by another running broker (its .lock is held)"
+        ) from None
+    try:
+        _check_writable(directory)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_writable(directory: Path) -> None:
+    """Fail at start, not at the first produce: write, fsync and remove one block. A
+    filesystem with no space left for unprivileged writes counts as full even when
+    root's reserved blocks would still take this one."""
+    probe = directory / WRITE_PROBE_FILE
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, bytes(WRITE_PROBE_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+        full = os.statvfs(directory).f_bavail == 0
+    except OSError as e:
+        raise LogDirError(directory, f"is not writable: {e.strerror}") from None
+    if full:
+        raise LogDirError(directory, "is full: no space left on the device")
 
 
 class LogManager:
@@ -154,16 +213,21 @@ class LogManager:
 
     # -- loading ------------------------------------------------------------------------
 
-    def _lock_dir(self, directory: Path) -> None:
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    def lock_dirs(self) -> None:
+        """Create each log dir, take its ``.lock`` and check that it takes writes, as
+        the first step of a start, before anything else opens a file there. Raises
+        :class:`LogDirError` naming the directory. Idempotent; :meth:`load` calls it."""
+        if self._lock_fds:
+            return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirInUseError(
-                f"{directory}: the log directory is in use by another broker"
-            ) from None
-        self._lock_fds[directory] = fd
+            for directory in self.log_dirs:
+                self._lock_dir(directory)
+        except BaseException:
+            self._release_locks()
+            raise
+
+    def _lock_dir(self, directory: Path) -> None:
+        self._lock_fds[directory] = lock_log_dir(directory)
 
     def load(self) -> None:
         """Open every partition directory. Blocking (recovery reads data): :meth:`start`
@@ -171,9 +235,8 @@ class LogManager:
         if self._loaded:
             return
         try:
+            self.lock_dirs()
             for directory in self.log_dirs:
-                directory.mkdir(parents=True, exist_ok=True)
-                self._lock_dir(directory)
                 self._load_dir(directory)
         except BaseException:
             self._release_locks()
@@ -226,8 +289,11 @@ class LogManager:
             # from now on a crash must be seen as one: the removal has to be durable
             marker.unlink()
             fsync_dir(directory)
+        # Without logs there is nothing to recover: a fresh directory had no shutdown,
+        # clean or not, and saying clean_shutdown=False would suggest a crash.
+        shutdown = {"clean_shutdown": clean} if loaded else {}
         self._log.info(
-            "loaded logs", log_dir=str(directory), logs=loaded, clean_shutdown=clean,
+            "loaded logs", log_dir=str(directory), logs=loaded, **shutdown,
             seconds=round(time.monotonic() - started, 3),
         )
 

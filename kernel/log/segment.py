@@ -3,14 +3,18 @@
 Appends write the already validated batches with one ``pwrite`` and add an index entry
 every ``index.interval.bytes``. Reads translate an offset to a file position through the
 sparse index and then walk batch *headers* only, and return a byte range read with
-``pread``: records are never decoded on the fetch path. Everything but the active
-segment is opened lazily, so a clean start reads no segment data at all.
+``pread``: records are never decoded on the fetch path. Files are opened lazily, so a
+clean start reads no segment data at all, and indexes are created on first use (Kafka's
+LazyIndex): an idle partition holds one open file. An inactive segment's files are
+closed again once its log keeps more than a few open (``Log._files_opened``), so open
+files grow with partitions, not with segments.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +22,13 @@ from pathlib import Path
 import crc32c as _crc32c
 
 from kernel.libc import libc_function
-from kernel.log.index import CorruptIndexError, OffsetIndex, TimeIndex, TimestampOffset
+from kernel.log.index import (
+    CorruptIndexError,
+    OffsetIndex,
+    TimeIndex,
+    TimestampOffset,
+    fsync_file,
+)
 from kernel.log.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
@@ -154,6 +164,10 @@ class LogSegment:
         self._closed = False
         self._reserved_to = 0  # file offset up to which disk blocks are allocated
         self._reserve_failed = False
+        # Told when an inactive segment opens its files: the owner keeps only a few
+        # segments' files open (set by the Log; None leaves them open until close).
+        self.on_files_opened: Callable[[LogSegment], None] | None = None
+        self._fd_lock = threading.Lock()  # the loop closing _fd vs. a flush using it
 
     # -- construction ---------------------------------------------------------------
 
@@ -177,7 +191,9 @@ class LogSegment:
         segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         segment._size = 0
         segment._max_timestamp = NO_TIMESTAMP
-        segment._open_indexes()
+        # The indexes are created on first use, as Kafka's LazyIndex: the first append
+        # (should_roll asks whether they are full) or read. An idle partition holds one
+        # open file.
         return segment
 
     # -- files ----------------------------------------------------------------------
@@ -189,6 +205,8 @@ class LogSegment:
             self._fd = os.open(self.log_path, os.O_RDWR)
             if self._size is None:
                 self._size = os.fstat(self._fd).st_size
+            if not self._active and self.on_files_opened is not None:
+                self.on_files_opened(self)
         return self._fd
 
     @property
@@ -227,10 +245,36 @@ class LogSegment:
             offset_index = OffsetIndex(self.index_path, self.base_offset, prealloc)
             time_index = TimeIndex(self.time_index_path, self.base_offset, prealloc)
             rebuild = True
+        if self._active:  # a trimmed index would be full: appends need the room back
+            offset_index.resize(self.max_index_size)
+            time_index.resize(self.max_index_size)
         self._offset_index = offset_index
         self._time_index = time_index
         if rebuild and allow_rebuild and self.size > 0:
             self.recover()
+        if not self._active and self.on_files_opened is not None:
+            self.on_files_opened(self)
+
+    def close_files(self) -> None:
+        """Close the log file and unmap the indexes of an inactive segment nobody is
+        using (Kafka's lazy indexes, closed again): the next read opens them. What was
+        written through them stays in the page cache and a flush fsyncs the files by
+        name, so nothing is lost. The active segment keeps its files."""
+        if self._active or self._closed:
+            return
+        offset_index, time_index = self._offset_index, self._time_index
+        self._offset_index = self._time_index = None
+        for index in (offset_index, time_index):
+            if index is not None:
+                index.close()
+        with self._fd_lock:  # a flush in a worker thread duplicates it under this lock
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    @property
+    def files_open(self) -> bool:
+        return self._fd >= 0 or self._offset_index is not None or self._time_index is not None
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -497,6 +541,8 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """Offset after the last batch: scans only from the last index entry."""
         next_offset = self.base_offset
+        if self.size == 0:
+            return next_offset  # an empty segment needs no index
         for _, header in self.scan_headers(self.offset_index.last_entry.position):
             next_offset = header.base_offset + header.last_offset_delta + 1
         return next_offset
@@ -539,6 +585,17 @@ class LogSegment:
         it are checked. Returns the number of bytes truncated."""
         fd = self._open()
         file_size = os.fstat(fd).st_size
+        if file_size == 0 and self._offset_index is None and self._time_index is None:
+            # Nothing to index: stale index files go, and new ones are created on first
+            # use, so an idle partition recovered after a crash still holds one file.
+            self.index_path.unlink(missing_ok=True)
+            self.time_index_path.unlink(missing_ok=True)
+            self._size = 0
+            self._bytes_since_last_index_entry = 0
+            self._max_timestamp = NO_TIMESTAMP
+            self._offset_of_max_timestamp = self.base_offset
+            self._rolling_based_timestamp = None
+            return 0
         if self._offset_index is None or self._time_index is None:
             self._open_indexes(allow_rebuild=False)
         offset_index = self.offset_index
@@ -637,10 +694,12 @@ class LogSegment:
         return old - position
 
     def make_active(self) -> None:
-        """Preallocate the indexes again: the segment takes appends."""
+        """Preallocate the indexes again (now, or when they open): the segment takes
+        appends."""
         self._active = True
-        self.offset_index.resize(self.max_index_size)
-        self.time_index.resize(self.max_index_size)
+        if self._offset_index is not None and self._time_index is not None:
+            self._offset_index.resize(self.max_index_size)
+            self._time_index.resize(self.max_index_size)
 
     def _finish_inactive(self) -> None:
         if self._max_timestamp is not None and self._max_timestamp >= 0:
@@ -658,18 +717,20 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync data and indexes; called from a worker thread while the event loop
-        appends. A segment closed meanwhile is skipped (it was flushed on close)."""
-        fd = self._fd
-        if fd >= 0:
+        appends. Files closed since they were written are fsynced by name; a segment
+        deleted meanwhile has nothing left to make durable."""
+        with self._fd_lock:  # a copy: the event loop may close the segment's own fd
+            fd = os.dup(self._fd) if self._fd >= 0 else -1
+        if fd < 0:
+            fsync_file(self.log_path)
+        else:
             try:
                 os.fsync(fd)
-            except OSError:
-                if not self._closed:
-                    raise
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
+            finally:
+                os.close(fd)
+        # by name: the indexes may have been closed since they were written
+        fsync_file(self.index_path)
+        fsync_file(self.time_index_path)
 
     def close(self) -> None:
         if self._closed:

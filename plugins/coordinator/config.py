@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel.config import ConfigError, at_least, setting
+from kernel.config import ConfigError, at_least, int_at_least, setting
 
 __all__ = ["GroupCoordinatorConfig"]
 
@@ -21,25 +21,25 @@ class GroupCoordinatorConfig:
     group_min_session_timeout_ms: int = setting(
         "group.min.session.timeout.ms", 6000,
         "Shortest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT).",
-        check=at_least(0),
+        check=int_at_least(0),
     )
     group_max_session_timeout_ms: int = setting(
         "group.max.session.timeout.ms", 1800000,
-        "Longest session timeout a member may ask for.", check=at_least(0),
+        "Longest session timeout a member may ask for.", check=int_at_least(0),
     )
     group_initial_rebalance_delay_ms: int = setting(
         "group.initial.rebalance.delay.ms", 3000,
         "How long the first rebalance of an empty group waits for more members.",
-        check=at_least(0),
+        check=int_at_least(0),
     )
     group_max_size: int = setting(
         "group.max.size", INT32_MAX, "Members a group may have (else GROUP_MAX_SIZE_REACHED).",
-        check=at_least(1),
+        check=int_at_least(1),
     )
     offsets_retention_minutes: int = setting(
         "offsets.retention.minutes", 10080,
         "How long committed offsets of a group without members are kept.",
-        check=at_least(1),
+        check=int_at_least(1),
     )
     offsets_retention_check_interval_ms: int = setting(
         "offsets.retention.check.interval.ms", 600000,
@@ -48,7 +48,7 @@ class GroupCoordinatorConfig:
     offset_metadata_max_bytes: int = setting(
         "offset.metadata.max.bytes", 4096,
         "Longest metadata string an offset commit may carry (else "
-        "OFFSET_METADATA_TOO_LARGE).", check=at_least(0),
+        "OFFSET_METADATA_TOO_LARGE).", check=int_at_least(0),
     )
     # Not a Kafka setting: Kafka's fixed 5 minutes a new member's JoinGroup may stay
     # parked. A new member has no id yet, so it cannot heartbeat; this is its timeout.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel.config import at_least, setting
+from kernel.config import between, int_at_least, setting
 from plugins.coordinator.config import GroupCoordinatorConfig
 
 __all__ = ["CoordinatorSettings"]
@@ -17,15 +17,15 @@ class CoordinatorSettings(GroupCoordinatorConfig):
     offsets_topic_num_partitions: int = setting(
         "offsets.topic.num.partitions", 50,
         "Partitions of __consumer_offsets when this plugin creates it; a group lives on "
-        "partition abs(hash(group id)) % partitions.", check=at_least(1),
+        "partition abs(hash(group id)) % partitions.", check=int_at_least(1),
     )
     offsets_topic_replication_factor: int = setting(
         "offsets.topic.replication.factor", 3,
         "Replication factor of __consumer_offsets, capped at the brokers registered when "
-        "it is created.", check=at_least(1),
+        "it is created.", check=between(1, 32767),
     )
     offsets_commit_timeout_ms: int = setting(
         "offsets.commit.timeout.ms", 5000,
         "How long a coordinator response waits for its records to be committed.",
-        check=at_least(1),
+        check=int_at_least(1),
     )

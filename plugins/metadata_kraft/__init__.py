@@ -9,12 +9,14 @@ every log directory ties the directories to one cluster id and node id.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel.config import ConfigSchema, setting
+from kernel.config import ConfigSchema, StartupError, setting
 from kernel.hookspecs import hookimpl
+from kernel.log.manager import LogDirError, lock_log_dir
 
 from .backend import KRaftMetadataBackend
 
@@ -51,6 +53,20 @@ def kafkernel_metadata_backend(broker: Broker) -> KRaftMetadataBackend:
     metadata_log_dir = (
         Path(settings.metadata_log_dir) if settings.metadata_log_dir else log_dirs[0]
     )
-    return KRaftMetadataBackend(
-        metadata_log_dir, log_dirs, config.broker_id, registration, logger=broker.log
-    )
+    lock_fd = None
+    if metadata_log_dir not in log_dirs:  # those are the log manager's, locked already
+        try:
+            lock_fd = lock_log_dir(metadata_log_dir)
+        except LogDirError as e:
+            raise StartupError(
+                f"{broker.loaded.source}: plugins.{PLUGIN_NAME}.metadata.log.dir: {e}"
+            ) from None
+    try:
+        return KRaftMetadataBackend(
+            metadata_log_dir, log_dirs, config.broker_id, registration, logger=broker.log,
+            lock_fd=lock_fd,
+        )
+    except BaseException:
+        if lock_fd is not None:
+            os.close(lock_fd)
+        raise

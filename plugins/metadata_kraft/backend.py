@@ -10,6 +10,7 @@ commit; a replicated quorum would wait for a majority at the same point.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -67,6 +68,8 @@ class KRaftMetadataBackend:
     :param registration: how clients reach this broker; registered on ``start()``.
     :param logger: a structlog logger (the broker's); a default one when omitted.
     :param rng: randomness of replica placement (tests pass a seeded one).
+    :param lock_fd: the ``.lock`` held on a metadata log dir outside ``log.dirs``;
+        closed (released) by ``stop()``.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class KRaftMetadataBackend:
         *,
         logger: Any = None,
         rng: random.Random | None = None,
+        lock_fd: int | None = None,
     ) -> None:
         if registration.node_id != node_id:
             raise ValueError(
@@ -97,6 +101,7 @@ class KRaftMetadataBackend:
         self._started = False
         self._incarnation_id = uuid.uuid4()
         self._broker_epoch: int | None = None
+        self._lock_fd = lock_fd
 
     # -- reading ----------------------------------------------------------------
 
@@ -159,10 +164,13 @@ class KRaftMetadataBackend:
     async def stop(self) -> None:
         if self._lock is None:
             self._metadata_log.close()
-            return
-        async with self._lock:  # let an in-flight commit finish
-            self._started = False
-            self._metadata_log.close()
+        else:
+            async with self._lock:  # let an in-flight commit finish
+                self._started = False
+                self._metadata_log.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # -- the commit path --------------------------------------------------------
 

@@ -5,10 +5,12 @@ from pathlib import Path
 import pytest
 
 from kernel.config import (
+    BrokerConfig,
     ConfigError,
     load_config,
     parse_override,
     resolve_topic_configs,
+    schema_keys,
     validate_topic_configs,
 )
 
@@ -97,3 +99,36 @@ def test_topic_configs_validate_and_resolve() -> None:
     assert resolved["retention.ms"] == 3_600_000
     assert resolved["max.message.bytes"] == 100
     assert resolved["segment.bytes"] == 4096
+
+
+def test_every_numeric_setting_is_range_checked() -> None:
+    """Kafka's ConfigDef gives each number a validator; a number without one is how
+    metrics.port=99999 once passed ``config check`` and failed ``serve``."""
+    from plugins.coordinator.settings import CoordinatorSettings
+
+    for settings_type in (BrokerConfig, CoordinatorSettings):
+        for key in schema_keys(settings_type).values():
+            if key.type_name in ("long", "double"):
+                assert key.check is not None, key.name
+
+
+@pytest.mark.parametrize(("key", "bad", "good"), [
+    ("metrics.port", 65536, 65535), ("metrics.port", -2, -1),
+    ("broker.id", 2**31, 2**31 - 1), ("message.max.bytes", -1, 0),
+    ("log.retention.ms", -2, -1), ("log.retention.bytes", -2, -1),
+    ("fetch.max.bytes", 1023, 1024), ("log.index.size.max.bytes", 3, 4),
+])
+def test_ranges_follow_kafka(key: str, bad: int, good: int) -> None:
+    with pytest.raises(ConfigError, match=rf"<defaults>: {key}: {bad} is not allowed"):
+        load_config(None, [f"{key}={bad}"])
+    load_config(None, [f"{key}={good}"])
+
+
+def test_log_dirs_are_named_once() -> None:
+    with pytest.raises(ConfigError, match="log.dirs: .* expected a list without duplicates"):
+        load_config(None, ['log.dirs=["data", "./data/"]'])
+
+
+def test_negative_retention_keeps_forever() -> None:
+    assert load_config(None, ["log.retention.hours=-1"]).broker.log_retention_ms_resolved == -1
+    assert load_config(None, ["log.retention.minutes=-1"]).broker.log_retention_ms_resolved == -1

@@ -3,6 +3,7 @@ timestamps, retention, DeleteRecords, truncation, recovery and the leader epoch 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -15,6 +16,7 @@ from kernel.log.leader_epoch import LeaderEpochFileCache
 from kernel.log.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_OPEN_INACTIVE_SEGMENTS,
     MAX_TIMESTAMP,
     Log,
     LogCallbacks,
@@ -85,6 +87,65 @@ def test_append_and_read_across_rolls(tmp_path: Path) -> None:
         assert header.base_offset <= offset <= header.last_offset
     assert log.read(200, 100).records == b""  # at the log end: nothing yet
     log.close()
+
+
+def open_files_under(directory: Path) -> set[str]:
+    """Files of ``directory`` this process holds: open descriptors and mappings (an
+    index may hold only its mapping, as Java's do)."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            held.add(os.readlink(f"/proc/self/fd/{fd}"))
+    with open("/proc/self/maps") as maps:
+        held.update(line.split(maxsplit=5)[-1].strip() for line in maps
+                    if len(line.split(maxsplit=5)) == 6)
+    return {Path(p).name for p in held if Path(p).parent == directory}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc")
+def test_inactive_segments_close_their_files(tmp_path: Path) -> None:
+    """Kafka's lazy indexes: only the active segment keeps its files open; a read of an
+    old segment opens them, and only the last few read stay open, so open files grow
+    with partitions, not with segments."""
+    log = open_log(tmp_path, segment_bytes=2_000, index_interval_bytes=300)
+    # an idle partition: its indexes are created by the first append or read
+    assert open_files_under(log.dir) == {"00000000000000000000.log"}
+    assert not (log.dir / "00000000000000000000.index").exists()
+    for _ in range(200):
+        log.append_as_leader(batch(5), leader_epoch=1, now_ms=NOW)
+    assert len(log.segments) >= 40
+    active = log.active_segment.base_offset
+    assert open_files_under(log.dir) == {f"{active:020d}{s}"
+                                         for s in (".log", ".index", ".timeindex")}
+    assert read_all(log) == list(range(1000))  # every old segment read, in order
+    held = open_files_under(log.dir)
+    assert len(held) <= 3 * (1 + MAX_OPEN_INACTIVE_SEGMENTS)
+    assert {name[:20] for name in held} == {
+        f"{s.base_offset:020d}" for s in log.segments[-1 - MAX_OPEN_INACTIVE_SEGMENTS:]
+    }
+    # a closed segment opens again on use: indexes, timestamps and data
+    middle = log.segments[len(log.segments) // 2]
+    assert not middle.files_open
+    found = log.fetch_offset_for_timestamp(NOW + 2)
+    assert found is not None and found.offset == 2
+    assert log.read(middle.base_offset + 3, 1).records
+    assert middle.files_open
+    assert len(open_files_under(log.dir)) <= 3 * (1 + MAX_OPEN_INACTIVE_SEGMENTS)
+    log.flush()  # fsyncs the closed segments' files by name
+    assert log.recovery_point == 1000
+    log.close()
+    assert open_files_under(log.dir) == set()
+    reopened = open_log(tmp_path, segment_bytes=2_000, index_interval_bytes=300)
+    assert read_all(reopened) == list(range(1000))
+    reopened.close()
+    idle = open_log(tmp_path, "idle-0")
+    idle.close()
+    idle = open_log(tmp_path, "idle-0")  # restarted idle: still one file, and appends
+    assert open_files_under(idle.dir) == {"00000000000000000000.log"}
+    for _ in range(3):
+        idle.append_as_leader(batch(5), leader_epoch=1, now_ms=NOW)
+    assert read_all(idle) == list(range(15))
+    idle.close()
 
 
 def test_reads_stop_at_max_bytes_and_at_the_high_watermark(tmp_path: Path) -> None:

@@ -162,6 +162,38 @@ def test_a_log_dir_has_one_owner(tmp_path: Path) -> None:
     manager([tmp_path / "x"]).close()  # released by close
 
 
+class RecordingLogger:
+    """The manager's logger, keeping each event with its fields."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def _record(self, event: str, **fields: Any) -> None:
+        self.events.append((event, fields))
+
+    info = warning = error = _record
+
+
+def _loaded_logs_event(directory: Path) -> dict[str, Any]:
+    logger = RecordingLogger()
+    m = manager([directory], logger=logger)
+    m.get_or_create_log("t", 0).append_as_leader(batch(), 0, NOW)
+    crash(m)
+    return next(fields for event, fields in logger.events if event == "loaded logs")
+
+
+def test_loaded_logs_says_whether_the_last_shutdown_was_clean(tmp_path: Path) -> None:
+    fresh = _loaded_logs_event(tmp_path)  # nothing to recover: neither clean nor a crash
+    assert fresh["logs"] == 0 and "clean_shutdown" not in fresh
+    assert _loaded_logs_event(tmp_path)["clean_shutdown"] is False  # after the crash
+    manager([tmp_path]).close()
+    logger = RecordingLogger()
+    manager([tmp_path], logger=logger).close()
+    clean = next(fields for event, fields in logger.events if event == "loaded logs")
+    assert clean == {"log_dir": str(tmp_path), "logs": 1, "clean_shutdown": True,
+                     "seconds": clean["seconds"]}
+
+
 def test_topic_configs(tmp_path: Path) -> None:
     m = manager([tmp_path], topic_overrides={"big": {"max.message.bytes": "5000000"}})
     assert m.get_or_create_log("big", 0).config.max_message_bytes == 5_000_000

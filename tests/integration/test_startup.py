@@ -1,0 +1,233 @@
+"""Start-up failures of ``kafkernel serve`` and ``kafkernel config check``, run as a user
+runs them: each is one stderr line naming the file and the key, a non-zero exit, no
+traceback and nothing logged around it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kernel.testing.embedded import EmbeddedBroker
+from tests.plugins.failing_plugin import NAME as FAILING
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 60
+
+
+def _run(*args: str, preexec_fn: Callable[[], None] | None = None,
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernel", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT_S, preexec_fn=preexec_fn)
+
+
+def _config(tmp_path: Path, log_dir: Path | str | None = None, extra: str = "") -> Path:
+    cfg = tmp_path / "k.toml"
+    cfg.write_text(
+        'listeners = "PLAINTEXT://127.0.0.1:0"\n'
+        f'log.dirs = "{log_dir or tmp_path / "data"}"\n{extra}'
+        '[plugins]\nenabled = ["metadata_kraft", "coordinator"]\n'
+    )
+    return cfg
+
+
+def _one_line_failure(result: subprocess.CompletedProcess[str], cfg: Path, key: str,
+                      problem: str) -> str:
+    assert result.returncode != 0, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"{cfg}: {key}: "), lines[0]
+    assert problem in lines[0]
+    return lines[0]
+
+
+@contextlib.contextmanager
+def _port_in_use() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(("override", "key", "problem"), [
+    ("metrics.port=99999", "metrics.port", "a port in [0, 65535], or -1 to disable"),
+    ("metrics.port=-2", "metrics.port", "a port in [0, 65535]"),
+    ('listeners="PLAINTEXT://127.0.0.1:70000"', "listeners", "a port in [0, 65535]"),
+    ('advertised.listeners="PLAINTEXT://h:65536"', "advertised.listeners",
+     "a port in [0, 65535]"),
+    ('listeners="127.0.0.1:9092"', "listeners", "NAME://host:port"),
+    ('listener.security.protocol.map="PLAINTEXT:TLS"', "listener.security.protocol.map",
+     "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ("log.dirs=[]", "log.dirs", "a non-empty list"),
+    ("num.partitions=3000000000", "num.partitions", "a 32-bit int"),
+    ("log.segment.bytes=10", "log.segment.bytes", "a value >= 14"),
+    ("log.retention.hours=-5", "log.retention.hours", "a value >= -1"),
+    ("default.replication.factor=40000", "default.replication.factor", "[1, 32767]"),
+    ("plugins.coordinator.offsets.topic.replication.factor=40000",
+     "plugins.coordinator.offsets.topic.replication.factor", "[1, 32767]"),
+])
+def test_config_check_refuses_out_of_range_settings(
+    tmp_path: Path, override: str, key: str, problem: str,
+) -> None:
+    cfg = _config(tmp_path)
+    _one_line_failure(_run("config", "check", str(cfg), "--override", override),
+                      cfg, key, problem)
+
+
+def test_metrics_port_in_use(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    with _port_in_use() as port:
+        result = _run("serve", "--config", str(cfg), "--override", f"metrics.port={port}")
+    _one_line_failure(result, cfg, "metrics.port", "Address already in use")
+
+
+def test_listener_port_in_use(tmp_path: Path) -> None:
+    with _port_in_use() as port:
+        cfg = _config(tmp_path)
+        cfg.write_text(cfg.read_text().replace("127.0.0.1:0", f"127.0.0.1:{port}"))
+        result = _run("serve", "--config", str(cfg))
+    _one_line_failure(result, cfg, "listeners", "address already in use")
+
+
+def test_log_dir_locked_by_a_running_broker(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    running = EmbeddedBroker(data_dir=data).start()
+    try:
+        cfg = _config(tmp_path, data, extra="metrics.port = 0\n")
+        result = _run("serve", "--config", str(cfg))
+        line = _one_line_failure(result, cfg, "log.dirs", "in use by another running broker")
+        assert str(data) in line
+    finally:
+        running.stop()
+
+
+def test_log_dir_that_is_a_file(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    cfg = _config(tmp_path, not_a_dir)
+    _one_line_failure(_run("serve", "--config", str(cfg)), cfg, "log.dirs",
+                      "exists and is not a directory")
+    cfg = _config(tmp_path, not_a_dir / "below")
+    _one_line_failure(_run("serve", "--config", str(cfg)), cfg, "log.dirs",
+                      "cannot be created or written: Not a directory")
+
+
+def test_log_dir_that_takes_no_writes(tmp_path: Path) -> None:
+    """Writes refused by the kernel (here a file size limit of 0 bytes, which needs no
+    privileges): found at start, not at the first produce."""
+    cfg = _config(tmp_path)
+
+    def no_file_growth() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+
+    result = _run("serve", "--config", str(cfg), preexec_fn=no_file_growth)
+    _one_line_failure(result, cfg, "log.dirs", "is not writable: File too large")
+
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, options: str) -> Iterator[Path]:
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root: " + mounted.stderr.decode().strip())
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_full_log_dir(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "full", "size=64k") as mount:
+        (mount / "data").mkdir()
+        with contextlib.suppress(OSError), open(mount / "filler", "wb") as f:
+            while True:
+                f.write(bytes(4096))
+        cfg = _config(tmp_path, mount / "data")
+        result = _run("serve", "--config", str(cfg))
+    _one_line_failure(result, cfg, "log.dirs", "No space left on device")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_read_only_log_dir(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "ro", "ro") as mount:
+        cfg = _config(tmp_path, mount)
+        result = _run("serve", "--config", str(cfg))
+    _one_line_failure(result, cfg, "log.dirs", "Read-only file system")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a mode 0555 directory")
+def test_unwritable_log_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o555)
+    cfg = _config(tmp_path, data)
+    _one_line_failure(_run("serve", "--config", str(cfg)), cfg, "log.dirs",
+                      "Permission denied")
+
+
+def test_metadata_log_dir_that_cannot_be_created(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    cfg = _config(tmp_path)
+    key = "plugins.metadata_kraft.metadata.log.dir"
+    result = _run("serve", "--config", str(cfg), "--override", f'{key}="{not_a_dir}/meta"')
+    _one_line_failure(result, cfg, key, "Not a directory")
+
+
+def test_a_start_that_fails_after_plugins_started_stops_quietly(tmp_path: Path) -> None:
+    """The coordinator had started when a later plugin refused: its tasks must not
+    outlive the timer (once 50 'timer is shut down' errors) and nothing is logged after
+    the error."""
+    cfg = _config(tmp_path)
+    cfg.write_text(cfg.read_text().replace('"coordinator"]', f'"coordinator", "{FAILING}"]'))
+    result = subprocess.run([sys.executable, "-m", "kernel", "serve", "--config", str(cfg)],
+                            capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-1] == f"{cfg}: plugins.enabled: {FAILING} refuses to start"
+    assert "created the offsets topic" in result.stderr  # the coordinator had started
+    for line in lines[:-1]:
+        assert "[info" in line, line  # no error, no traceback
+    assert "broker stopped" not in result.stderr
+
+
+def test_serve_raises_the_open_files_limit(tmp_path: Path) -> None:
+    """Each active segment holds files: a default soft limit of 1024 is a few hundred
+    partitions. serve raises it to the hard limit and says so."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"the hard limit ({hard}) leaves nothing to raise")
+
+    def low_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    cfg = _config(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "kernel", "serve", "--config", str(cfg)],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=low_soft_limit)
+    seen = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the limit is logged right after this line
+            seen.append(line)
+            if "broker started" in line or "Traceback" in line:
+                break
+        limits = Path(f"/proc/{proc.pid}/limits")
+        if limits.exists():
+            row = next(r for r in limits.read_text().splitlines() if "open files" in r)
+            assert int(row.split()[3]) > 256, row
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 0
+    raised = [ln for ln in [*seen, *rest.splitlines()] if "raised the open files limit" in ln]
+    assert len(raised) == 1 and "was=256" in raised[0], "".join(seen) + rest

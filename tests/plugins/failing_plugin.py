@@ -1,0 +1,22 @@
+"""A plugin that refuses to start once the coordinator has started (its offsets topic
+loading, its timers): the broker must stop all of it without logging more."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel.config import StartupError
+from kernel.hookspecs import hookimpl
+
+NAME = "tests.plugins.failing_plugin:RefusesToStart"
+
+
+class RefusesToStart:
+    @hookimpl
+    def kafkernel_startup(self, broker: Any) -> Any:
+        async def refuse() -> None:
+            # at once: the coordinator's partition loads are scheduled, not yet run
+            raise StartupError(f"{broker.loaded.source}: plugins.enabled: {NAME} refuses "
+                               "to start")
+
+        return refuse()
