@@ -46,7 +46,7 @@ def _one_line_failure(result: subprocess.CompletedProcess[str], cfg: Path, key: 
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"{cfg}: {key}: "), lines[0]
-    assert problem in lines[0]
+    assert problem.lower() in lines[0].lower()
     return lines[0]
 
 
