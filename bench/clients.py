@@ -138,8 +138,14 @@ def _error_text(e: BaseException) -> str:
 
 
 def await_topics(bootstrap: str, names: Sequence[str], partitions: int,
-                 timeout_s: float = 30.0) -> None:
-    """Wait until every topic has its partitions, each with a leader."""
+                 timeout_s: float = 120.0) -> None:
+    """Wait until every topic has its partitions, each with a leader that serves it.
+
+    Metadata names a leader before the broker has created the partition's log: Kafka
+    answered ListOffsets with NOT_LEADER_OR_FOLLOWER for 23 s after creating 1,000
+    partitions on a busy host, and a produce run started then timed the creation too.
+    So a topic is ready once ListOffsets answers for every partition.
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout_s
     missing = list(names)
@@ -156,9 +162,21 @@ def await_topics(bootstrap: str, names: Sequence[str], partitions: int,
             or any(p.leader < 0 for p in topics[n].partitions.values())
         ]
         if not missing:
-            return
+            break
         time.sleep(0.2)
-    raise RuntimeError(f"topics not ready after {timeout_s:.0f} s: {', '.join(missing)}")
+    for name in names if not missing else ():
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                log_size(bootstrap, name, partitions, timeout_s=max(1.0, left))
+                break
+            except (KafkaException, RuntimeError):
+                if time.monotonic() > deadline:
+                    missing = [name]
+                    break
+                time.sleep(0.2)
+    if missing:
+        raise RuntimeError(f"topics not ready after {timeout_s:.0f} s: {', '.join(missing)}")
 
 
 def log_size(bootstrap: str, topic: str, partitions: int,

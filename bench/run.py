@@ -346,7 +346,9 @@ def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: Cli
                    if w.client in broker.unsupported_clients}
     try:
         run.info = broker.describe()
-        progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid})")
+        took = (f", exec to first Metadata answer {broker.startup_s:.2f} s"
+                if broker.startup_s is not None else "")
+        progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid}{took})")
         started = broker.sample()
         run.milestone("started", started)
         if started is not None and broker.reset_peak():
