@@ -166,7 +166,8 @@ def render(report: Report) -> str:
     host = report.meta["host"]
     out: list[str] = [
         f"kafkernel:  {host.get('kafkernel', 'unknown')}",
-        f"finished:   {report.meta.get('finished_at')}, load average "
+        f"finished:   {report.meta.get('finished_at')} after "
+        f"{report.meta.get('wall_seconds', 0) / 60:.1f} min, load average "
         f"{' '.join(map(str, host.get('load_average_at_end', [])))}",
         f"settings:   producer linger.ms={s.linger_ms} batch.size={s.batch_size} "
         f"batch.num.messages={s.batch_num_messages} compression={s.compression_type} "

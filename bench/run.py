@@ -511,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _raise_on_sigterm)  # so every finally runs
+    began = time.monotonic()
     meta = collect_meta(argv)
     print("\n".join(header_lines(meta)), flush=True)
 
@@ -551,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.keep_data and isinstance(broker, KafkernelBroker | KafkaBroker):
                 progress(f"[{broker.name}] data kept in {broker.workdir}")
     meta["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    meta["wall_seconds"] = round(time.monotonic() - began, 1)
     meta["host"]["load_average_at_end"] = _load()
     report = Report(meta, scale, settings, args.partitions, plan, runs, with_latency)
     print()
