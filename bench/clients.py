@@ -502,8 +502,9 @@ def consume_java(bootstrap: str, topic: str, records: int, record_size: int,
     """``ConsumerPerformance --num-records N`` in a fresh group (subscribe, classic
     protocol, auto.offset.reset=earliest). The rate is the tool's fetch.nMsg.sec:
     records over fetch.time.ms, the time from the consumer's creation to the last
-    record less the group join (the JVM's start-up and the join are not in it; the
-    first Metadata, FindCoordinator and the ListOffsets after the join are)."""
+    record less the group join (the JVM's start-up and the join, with the first
+    Metadata and FindCoordinator, are not in it; the OffsetFetch and ListOffsets after
+    the join are)."""
     result = RunResult()
     with tempfile.NamedTemporaryFile("w", suffix=".properties") as config:
         config.write("".join(f"{k}={v}\n" for k, v in properties.items()))
