@@ -21,10 +21,14 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from reference import javamain
+from reference import tools
+from reference.kafka import JVM_OPTIONS as KAFKA_JVM_OPTIONS
 
-PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
-CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
+# reference.tools starts a short-lived tool on C1 with the serial collector; a perf
+# tool runs as kafka-*-perf-test.sh starts it: both JIT tiers, Kafka's G1 options and
+# KAFKA_HEAP_OPTS=-Xmx512M.
+PERF_JVM_OPTIONS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", *KAFKA_JVM_OPTIONS,
+                    "-Xmx512m")
 
 
 @dataclass
@@ -436,7 +440,7 @@ def _run_java(main_class: str, args: list[str], timeout_s: float,
     """Run a perf tool; its stdout, or None with ``result`` saying what went wrong."""
     start = time.perf_counter()
     try:
-        done = javamain.run(main_class, args, timeout=timeout_s)
+        done = tools.run(main_class, *args, timeout=timeout_s, jvm_options=PERF_JVM_OPTIONS)
     except subprocess.TimeoutExpired:
         result.seconds = time.perf_counter() - start
         result.timed_out = True
@@ -471,7 +475,7 @@ def produce_java(bootstrap: str, topic: str, record_size: int, records: int,
             "--reporting-interval", "3600000", "--command-property",
             f"bootstrap.servers={bootstrap}",
             *[f"{k}={v}" for k, v in properties.items()]]
-    out = _run_java(PRODUCER_PERFORMANCE, args, timeout_s, result)
+    out = _run_java(tools.PRODUCER_PERFORMANCE, args, timeout_s, result)
     if out is None:
         return result
     # "100000 records sent, 30599.75 records/sec (2.92 MB/sec), ..." then, with a
@@ -513,7 +517,7 @@ def consume_java(bootstrap: str, topic: str, records: int, record_size: int,
                 "--num-records", str(records), "--group",
                 f"kafkernel-bench-{uuid.uuid4().hex[:8]}", "--hide-header",
                 "--timeout", str(int(timeout_s * 1000)), "--command-config", config.name]
-        out = _run_java(CONSUMER_PERFORMANCE, args, timeout_s + 30, result)
+        out = _run_java(tools.CONSUMER_PERFORMANCE, args, timeout_s + 30, result)
     if out is None:
         return result
     # start.time, end.time, MB, MB.sec, nMsg, nMsg.sec, rebalance.time.ms,
