@@ -1,10 +1,12 @@
-"""The two brokers under test, each a subprocess on a loopback port, always stopped.
+"""The three brokers under test, each a subprocess on a loopback port, always stopped.
 
 ``MockBroker`` is librdkafka's in-memory mock cluster (``bench.mock_cluster``);
-``KafkernelBroker`` is ``kafkernel serve`` with its data in a temporary directory. Both
+``KafkaBroker`` is Apache Kafka through ``reference.kafka`` (one KRaft node, its log on
+disk in a temporary directory, default flush settings, a fixed heap);
+``KafkernelBroker`` is ``kafkernel serve`` with its data in a temporary directory. All
 are context managers: leaving the ``with`` block stops the process (SIGTERM, then
-SIGKILL), whatever happened inside, and ``bench.orphan_guard`` stops it even if the
-benchmark itself is killed.
+SIGKILL), whatever happened inside; ``bench.orphan_guard`` (Kafkernel, the mock) and
+setpriv's parent-death signal (Kafka) stop it even if the benchmark itself is killed.
 """
 
 from __future__ import annotations
@@ -69,6 +71,11 @@ class Broker(ABC):
         self.proc: subprocess.Popen[Any] | None = None
         self._bootstrap: str | None = None
         self.returncode: int | None = None
+        # Seconds from exec of the broker's command to its first Metadata answer.
+        self.startup_s: float | None = None
+        # Clients that cannot work with this broker, with the reason; their workloads
+        # are reported as not run.
+        self.unsupported_clients: dict[str, str] = {}
 
     @property
     def bootstrap(self) -> str:
@@ -126,6 +133,12 @@ class MockBroker(Broker):
         super().__init__()
         self._bound_s = bound_s
         self._buffer = b""
+        # Seen with librdkafka 2.x's mock and Kafka 4.3.1's clients: the mock answers
+        # ApiVersions v4 with UNSUPPORTED_VERSION, the client retries v0, gets the list,
+        # and then never sends Metadata ("no node is available", rebootstrapping) until
+        # its max.block.ms is over.
+        self.unsupported_clients = {
+            "java": "Kafka's Java clients never get past ApiVersions with the mock"}
 
     def _readline(self, timeout_s: float) -> str:
         assert self.proc is not None and self.proc.stdout is not None
@@ -187,6 +200,133 @@ class MockBroker(Broker):
             self.proc.stdout.close()
 
 
+def create_topics(bootstrap: str, names: Sequence[str], partitions: int,
+                  num_partitions: int) -> str:
+    """CreateTopics through AdminClient; returns how (for the record). ``num_partitions``
+    is the broker's default, used when CreateTopics fails and Metadata auto-creates."""
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
+        operation_timeout=30, request_timeout=45)
+    concurrent.futures.wait(list(futures.values()), timeout=60)
+    failures: list[str] = []
+    for name, future in futures.items():
+        if not future.done():
+            failures.append(f"{name}: no answer within 60 s")
+            continue
+        e = future.exception()
+        if isinstance(e, KafkaException) and e.args[0].name() == "TOPIC_ALREADY_EXISTS":
+            continue
+        if e is not None:
+            failures.append(f"{name}: {e}")
+    if not failures:
+        return "AdminClient.create_topics"
+    # Should CreateTopics fail: a producer's Metadata request auto-creates, with the
+    # broker's num.partitions, which the bench sets to the same count.
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for name in names:
+        producer.list_topics(topic=name, timeout=10)
+    return (f"auto-creation through Metadata (num.partitions={num_partitions}); "
+            f"CreateTopics failed: {failures[0]}")
+
+
+def recycle_topic(bootstrap: str, name: str, partitions: int, num_partitions: int) -> None:
+    """Delete and re-create the topic, so that its files leave the page cache and every
+    run writes the same amount of new log (the mock keeps at most 5 MiB per partition;
+    without this, the log and its page cache grow by every run)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_topics([name], operation_timeout=30, request_timeout=45)
+    futures[name].result(timeout=60)
+    deadline = time.monotonic() + 30
+    while name in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise BrokerError(f"topic {name} still listed 30 s after DeleteTopics")
+        time.sleep(0.05)
+    create_topics(bootstrap, [name], partitions, num_partitions)
+
+
+class KafkaBroker(Broker):
+    """Apache Kafka (``reference.kafka``): one KRaft node, broker and controller, its log
+    on disk in a temporary directory, Kafka's default flush settings (none: the page
+    cache and the OS write back), heap fixed at ``heap``."""
+
+    name = "kafka"
+
+    def __init__(self, partitions: int, overrides: Sequence[str], keep_data: bool,
+                 heap: str | None = None) -> None:
+        super().__init__()
+        self.partitions = partitions
+        self.overrides = dict(item.split("=", 1) for item in overrides)
+        self.keep_data = keep_data
+        self.heap = heap
+        self.kafka: Any = None  # reference.kafka.ReferenceKafka once started
+        self.format_s: float | None = None
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        from reference import kafka as ref
+
+        self.heap = self.heap or ref.HEAP
+        overrides = {"num.partitions": str(self.partitions), **self.overrides}
+        work_dir = tempfile.mkdtemp(prefix="kafka-bench-") if self.keep_data else None
+        try:
+            self.kafka = ref.start(heap=self.heap, overrides=overrides, work_dir=work_dir,
+                                   timeout=timeout_s)
+        except (ref.KafkaNotFetched, ref.KafkaStartError,
+                subprocess.TimeoutExpired) as e:
+            raise BrokerError(f"Apache Kafka did not start: {e}") from e
+        self.proc = self.kafka.process
+        self._bootstrap = check_loopback(self.kafka.bootstrap)
+        self.startup_s = self.kafka.startup_seconds
+        self.format_s = self.kafka.format_seconds
+
+    @property
+    def workdir(self) -> Path | None:
+        return self.kafka.work_dir if self.kafka is not None else None
+
+    def log_tail(self, lines: int = 8) -> str:
+        if self.kafka is None:
+            return "(not started)"
+        text = ""
+        for path in (self.kafka.work_dir / "kafka.out", self.kafka.server_log):
+            with contextlib.suppress(OSError):
+                text += path.read_text(errors="replace")
+        return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> str:
+        return create_topics(self.bootstrap, names, partitions, self.partitions)
+
+    def recycle_topic(self, name: str, partitions: int) -> None:
+        recycle_topic(self.bootstrap, name, partitions, self.partitions)
+
+    def describe(self) -> dict[str, Any]:
+        from reference.fetch import kafka_version
+        from reference.kafka import JVM_OPTIONS
+
+        return {
+            "what": f"Apache Kafka {kafka_version()}, 1 KRaft node (broker and controller), "
+                    "log on disk in a temporary directory, default flush settings",
+            "heap": f"-Xms{self.heap} -Xmx{self.heap}",
+            "jvm_options": list(JVM_OPTIONS),
+            "command": self.proc.args if self.proc is not None else None,
+            "overrides": {"num.partitions": str(self.partitions), **self.overrides},
+            "format_seconds": self.format_s,
+            "startup": "exec of the JVM to the first Metadata answer naming a broker "
+                       "(kafka-storage format, a separate JVM before it, not counted)",
+            "rss_measured": "the Kafka JVM (heap as touched, metaspace, code cache, "
+                            "mapped index files; page cache not counted)",
+        }
+
+    def stop(self) -> None:
+        if self.kafka is not None:
+            self.returncode = self.kafka.stop()
+
+
 def kafkernel_executable() -> str:
     beside = Path(sys.executable).with_name("kafkernel")
     if beside.exists():
@@ -234,7 +374,12 @@ class KafkernelBroker(Broker):
             'logging.level = "info"',
             "",
             "[plugins]",
-            'enabled = ["metadata_kraft"]',
+            'enabled = ["metadata_kraft", "coordinator"]',
+            "",
+            # As the reference Kafka is configured (reference/kafka.py): a group's
+            # first join is not held back 3 s for more members.
+            "[plugins.coordinator]",
+            '"group.initial.rebalance.delay.ms" = 0',
             "",
         ])
 
@@ -246,19 +391,27 @@ class KafkernelBroker(Broker):
         for item in self.overrides:
             self.command += ["--override", item]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        from reference.kafka import PROBE_INTERVAL, answers_metadata
+
+        began = time.monotonic()
         self.proc = subprocess.Popen(_guarded(self.command), stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      cwd=self.workdir)
-        deadline = time.monotonic() + timeout_s
+        deadline = began + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BrokerError(f"kafkernel exited with code {self.proc.returncode}: "
                                   f"{self.log_tail()}")
-            listeners = self._started_listeners()
-            if listeners:
-                self._bootstrap = check_loopback(listeners[0].split("://", 1)[1])
+            if self._bootstrap is None:
+                listeners = self._started_listeners()
+                if listeners:
+                    self._bootstrap = check_loopback(listeners[0].split("://", 1)[1])
+            # Timed as Kafka's start-up is: exec to the first Metadata answer (the port
+            # is known from the log line first, since the broker binds port 0).
+            if self._bootstrap is not None and answers_metadata(self._bootstrap):
+                self.startup_s = time.monotonic() - began
                 return
-            time.sleep(0.05)
+            time.sleep(PROBE_INTERVAL)
         raise BrokerError(f"kafkernel did not start within {timeout_s:.0f} s: "
                           f"{self.log_tail()}")
 
@@ -281,56 +434,18 @@ class KafkernelBroker(Broker):
         return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
     def create_topics(self, names: Sequence[str], partitions: int) -> str:
-        from confluent_kafka import KafkaException, Producer
-        from confluent_kafka.admin import AdminClient
-        from confluent_kafka.cimpl import NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.create_topics(
-            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
-            operation_timeout=10, request_timeout=15)
-        concurrent.futures.wait(list(futures.values()), timeout=30)
-        failures: list[str] = []
-        for name, future in futures.items():
-            if not future.done():
-                failures.append(f"{name}: no answer within 30 s")
-                continue
-            e = future.exception()
-            if isinstance(e, KafkaException) and e.args[0].name() == "TOPIC_ALREADY_EXISTS":
-                continue
-            if e is not None:
-                failures.append(f"{name}: {e}")
-        if not failures:
-            return "AdminClient.create_topics"
-        # Until CreateTopics is served: a producer's Metadata request auto-creates, with
-        # the broker's num.partitions, which this config sets to the same count.
-        producer = Producer({"bootstrap.servers": self.bootstrap})
-        for name in names:
-            producer.list_topics(topic=name, timeout=10)
-        return ("auto-creation through Metadata (num.partitions="
-                f"{self.partitions}); CreateTopics failed: {failures[0]}")
+        return create_topics(self.bootstrap, names, partitions, self.partitions)
 
     def recycle_topic(self, name: str, partitions: int) -> None:
-        """Delete and re-create the topic, so that its files leave the page cache and
-        every run writes the same amount of new log (the mock keeps at most 5 MiB per
-        partition; without this, the log and its page cache grow by every run)."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.delete_topics([name], operation_timeout=10, request_timeout=15)
-        futures[name].result(timeout=30)
-        deadline = time.monotonic() + 30
-        while name in admin.list_topics(timeout=10).topics:
-            if time.monotonic() > deadline:
-                raise BrokerError(f"topic {name} still listed 30 s after DeleteTopics")
-            time.sleep(0.05)
-        self.create_topics([name], partitions)
+        recycle_topic(self.bootstrap, name, partitions, self.partitions)
 
     def describe(self) -> dict[str, Any]:
         return {
             "what": "kafkernel serve, 1 broker, embedded KRaft-style metadata, "
                     "log on disk in a temporary directory",
             "command": self.command,
+            "startup": "exec of bench/orphan_guard.py (which execs kafkernel serve) to the "
+                       "first Metadata answer naming a broker",
             "rss_measured": "the kafkernel serve process (page cache not counted)",
         }
 

@@ -1,4 +1,5 @@
-"""Throughput runs with the two clients: confluent-kafka from Python, and kcat (C).
+"""Throughput runs with three clients: confluent-kafka from Python, kcat (C), and Kafka's
+own Java perf tools (ProducerPerformance, ConsumerPerformance).
 
 Every run is bounded by a record count and a deadline and returns a ``RunResult``; a
 run that fails or overruns says so in the result instead of raising, so one broker's
@@ -10,13 +11,24 @@ from __future__ import annotations
 import random
 import string
 import subprocess
+import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from reference import tools
+from reference.kafka import JVM_OPTIONS as KAFKA_JVM_OPTIONS
+
+# reference.tools starts a short-lived tool on C1 with the serial collector; a perf
+# tool runs as kafka-*-perf-test.sh starts it: both JIT tiers, Kafka's G1 options and
+# KAFKA_HEAP_OPTS=-Xmx512M.
+PERF_JVM_OPTIONS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", *KAFKA_JVM_OPTIONS,
+                    "-Xmx512m")
 
 
 @dataclass
@@ -30,14 +42,23 @@ class RunResult:
     broker_cpu_s: float | None = None
     broker_rss_kb: int | None = None
     broker_hwm_kb: int | None = None
+    # Set when the rate is not records / seconds (the wall time of the whole run) but a
+    # phase of it: the Java perf tools' own figures, without their JVM's start-up.
+    rate_records: int | None = None
+    rate_seconds: float | None = None
 
     @property
     def records_per_s(self) -> float | None:
+        if self.rate_records is not None and self.rate_seconds:
+            return self.rate_records / self.rate_seconds
         return self.records / self.seconds if self.seconds > 0 and self.records else None
 
     @property
     def mb_per_s(self) -> float | None:
-        return self.bytes / self.seconds / 1e6 if self.seconds > 0 and self.bytes else None
+        rate = self.records_per_s
+        if rate is None or not self.records or not self.bytes:
+            return None
+        return rate * (self.bytes / self.records) / 1e6
 
     @property
     def ok(self) -> bool:
@@ -121,8 +142,14 @@ def _error_text(e: BaseException) -> str:
 
 
 def await_topics(bootstrap: str, names: Sequence[str], partitions: int,
-                 timeout_s: float = 30.0) -> None:
-    """Wait until every topic has its partitions, each with a leader."""
+                 timeout_s: float = 120.0) -> None:
+    """Wait until every topic has its partitions, each with a leader that serves it.
+
+    Metadata names a leader before the broker has created the partition's log: Kafka
+    answered ListOffsets with NOT_LEADER_OR_FOLLOWER for 23 s after creating 1,000
+    partitions on a busy host, and a produce run started then timed the creation too.
+    So a topic is ready once ListOffsets answers for every partition.
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout_s
     missing = list(names)
@@ -139,9 +166,21 @@ def await_topics(bootstrap: str, names: Sequence[str], partitions: int,
             or any(p.leader < 0 for p in topics[n].partitions.values())
         ]
         if not missing:
-            return
+            break
         time.sleep(0.2)
-    raise RuntimeError(f"topics not ready after {timeout_s:.0f} s: {', '.join(missing)}")
+    for name in names if not missing else ():
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                log_size(bootstrap, name, partitions, timeout_s=max(1.0, left))
+                break
+            except (KafkaException, RuntimeError):
+                if time.monotonic() > deadline:
+                    missing = [name]
+                    break
+                time.sleep(0.2)
+    if missing:
+        raise RuntimeError(f"topics not ready after {timeout_s:.0f} s: {', '.join(missing)}")
 
 
 def log_size(bootstrap: str, topic: str, partitions: int,
@@ -180,7 +219,10 @@ def check_appended(bootstrap: str, topic: str, partitions: int, before: int,
 
 
 def produce_confluent(bootstrap: str, topic: str, value: bytes, records: int,
-                      properties: Mapping[str, str], timeout_s: float) -> RunResult:
+                      properties: Mapping[str, str], timeout_s: float,
+                      spread_over: int = 0) -> RunResult:
+    """Send ``records`` and flush; with ``spread_over`` partitions, round-robin over
+    them (librdkafka's partitioner would stick to one partition per linger)."""
     failures: list[KafkaError] = []
 
     def on_delivery(err: KafkaError | None, _msg: object) -> None:
@@ -199,7 +241,10 @@ def produce_confluent(bootstrap: str, topic: str, value: bytes, records: int,
             chunk_end = min(records, sent + 10_000)
             while sent < chunk_end:
                 try:
-                    produce(topic, value)
+                    if spread_over:
+                        produce(topic, value, partition=sent % spread_over)
+                    else:
+                        produce(topic, value)
                     sent += 1
                 except BufferError:
                     poll(0.001)
@@ -381,3 +426,112 @@ def _count_kcat_output(cmd: list[str], timeout_s: float) -> tuple[int, int, str 
         if proc.returncode != 0:
             return lines, size, f"kcat exit {proc.returncode}"
     return lines, size, None
+
+
+# ----------------------------------------------------------- Kafka's Java perf tools
+
+
+def _java_props(flag: str, properties: Mapping[str, str]) -> list[str]:
+    return [x for key, value in properties.items() for x in (flag, f"{key}={value}")]
+
+
+def _run_java(main_class: str, args: list[str], timeout_s: float,
+              result: RunResult) -> str | None:
+    """Run a perf tool; its stdout, or None with ``result`` saying what went wrong."""
+    start = time.perf_counter()
+    try:
+        done = tools.run(main_class, *args, timeout=timeout_s, jvm_options=PERF_JVM_OPTIONS)
+    except subprocess.TimeoutExpired:
+        result.seconds = time.perf_counter() - start
+        result.timed_out = True
+        return None
+    except RuntimeError as e:  # jars or java missing
+        result.error = str(e)
+        return None
+    result.seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        result.error = (f"{main_class.rsplit('.', 1)[1]} exit {done.returncode}: "
+                        f"{_first_lines((done.stdout + done.stderr).encode(), 4)}")
+        return None
+    return done.stdout
+
+
+def warmup_records(records: int) -> int:
+    """ProducerPerformance's warm-up: the first tenth of the records, not in the rate."""
+    return records // 10
+
+
+def produce_java(bootstrap: str, topic: str, record_size: int, records: int,
+                 properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    """``ProducerPerformance --throughput -1 --warmup-records N/10``. The rate is the
+    tool's own steady-state line: from the send of the first record after the warm-up
+    to the end of ``producer.close()``, records acknowledged in that time; the JVM's
+    start-up, the producer's construction, the first Metadata and the warm-up records
+    are not in it. Whether every record landed is checked after, by the log's growth."""
+    result = RunResult()
+    warmup = warmup_records(records)
+    args = ["--topic", topic, "--num-records", str(records), "--record-size",
+            str(record_size), "--throughput", "-1", "--warmup-records", str(warmup),
+            "--reporting-interval", "3600000", "--command-property",
+            f"bootstrap.servers={bootstrap}",
+            *[f"{k}={v}" for k, v in properties.items()]]
+    out = _run_java(tools.PRODUCER_PERFORMANCE, args, timeout_s, result)
+    if out is None:
+        return result
+    # "100000 records sent, 30599.75 records/sec (2.92 MB/sec), ..." then, with a
+    # warm-up, "90000 steady state records sent, 56214.86 records/sec (...), ..."
+    total = steady = None
+    for line in out.splitlines():
+        head = line.split(",", 2)
+        if len(head) < 2 or "records/sec" not in head[1]:
+            continue
+        sent, rate = int(head[0].split()[0]), float(head[1].split()[0])
+        if "steady state" in head[0]:
+            steady = (sent, rate)
+        else:
+            total = (sent, rate)
+    if total is None or (warmup and steady is None):
+        result.error = f"ProducerPerformance printed no summary: {_first_lines(out.encode())}"
+        return result
+    result.records, result.bytes = total[0], total[0] * record_size
+    sent, rate = steady if steady is not None else total
+    result.rate_records, result.rate_seconds = sent, sent / rate if rate > 0 else None
+    if total[0] != records:
+        result.error = f"ProducerPerformance: {total[0]} of {records} records acknowledged"
+    return result
+
+
+def consume_java(bootstrap: str, topic: str, records: int, record_size: int,
+                 properties: Mapping[str, str], timeout_s: float) -> RunResult:
+    """``ConsumerPerformance --num-records N`` in a fresh group (subscribe, classic
+    protocol, auto.offset.reset=earliest). The rate is the tool's fetch.nMsg.sec:
+    records over fetch.time.ms, the time from the consumer's creation to the last
+    record less the group join (the JVM's start-up and the join, with the first
+    Metadata and FindCoordinator, are not in it; the OffsetFetch and ListOffsets after
+    the join are)."""
+    result = RunResult()
+    with tempfile.NamedTemporaryFile("w", suffix=".properties") as config:
+        config.write("".join(f"{k}={v}\n" for k, v in properties.items()))
+        config.flush()
+        args = ["--bootstrap-server", bootstrap, "--topic", topic,
+                "--num-records", str(records), "--group",
+                f"kafkernel-bench-{uuid.uuid4().hex[:8]}", "--hide-header",
+                "--timeout", str(int(timeout_s * 1000)), "--command-config", config.name]
+        out = _run_java(tools.CONSUMER_PERFORMANCE, args, timeout_s + 30, result)
+    if out is None:
+        return result
+    # start.time, end.time, MB, MB.sec, nMsg, nMsg.sec, rebalance.time.ms,
+    # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    rows = [line.split(", ") for line in out.splitlines() if line.count(", ") == 9]
+    if not rows:
+        result.error = f"ConsumerPerformance printed no summary: {_first_lines(out.encode())}"
+        return result
+    got, fetch_ms = int(rows[-1][4]), int(rows[-1][7])
+    result.records, result.bytes = got, got * record_size
+    result.rate_records, result.rate_seconds = got, fetch_ms / 1000 if fetch_ms > 0 else None
+    if got != records:
+        result.error = result.check = f"MISMATCH: {got} records, expected {records}"
+    else:
+        result.check = (f"ok: {got} records (join {rows[-1][6]} ms, fetch {fetch_ms} ms, "
+                        f"JVM run {result.seconds:.1f} s)")
+    return result

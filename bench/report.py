@@ -10,7 +10,9 @@ from bench.latency import LatencyResult
 from bench.procfs import ProcSample
 from bench.settings import ClientSettings, Scale, Workload
 
-BROKERS = ("mock", "kafkernel")
+BROKERS = ("mock", "kafka", "kafkernel")
+# Every figure of Kafkernel is shown over each of these.
+REFERENCES = ("kafka", "mock")
 
 
 @dataclass
@@ -30,6 +32,8 @@ class BrokerRun:
     final: ProcSample | None = None
     exit_code: int | None = None
     log_tail: str | None = None
+    # Exec of the broker's command to its first Metadata answer (None for the mock).
+    startup_s: float | None = None
 
     def milestone(self, label: str, sample: ProcSample | None) -> None:
         if sample is not None:
@@ -66,10 +70,10 @@ class Report:
     latency_planned: bool
 
 
-def ratio(kafkernel: float | None, mock: float | None) -> float | None:
-    if kafkernel is None or mock is None or mock == 0:
+def ratio(kafkernel: float | None, reference: float | None) -> float | None:
+    if kafkernel is None or reference is None or reference == 0:
         return None
-    return kafkernel / mock
+    return kafkernel / reference
 
 
 def _num(value: float | None, digits: int = 0) -> str:
@@ -110,8 +114,14 @@ def header_lines(meta: dict[str, Any]) -> list[str]:
         f"host:       {host['cpus']} CPUs, {host['platform']}, Python {host['python']}, "
         f"load average {' '.join(map(str, host['load_average_at_start']))}",
         f"clients:    confluent-kafka {host['confluent_kafka']} (librdkafka "
-        f"{host['librdkafka']}), {host['kcat']}",
+        f"{host['librdkafka']}), {host['kcat']}, Kafka {host.get('kafka')} perf tools "
+        f"({host.get('java')})",
     ]
+
+
+def _latency(report: Report, name: str, wait: int) -> LatencyResult | None:
+    run = report.runs.get(name)
+    return run.latency.get(wait) if run is not None else None
 
 
 def _latency_rows(report: Report) -> list[str]:
@@ -120,39 +130,31 @@ def _latency_rows(report: Report) -> list[str]:
                f"(confluent-kafka producer and consumer, {s.latency_record_size} B records, "
                f"acks={s.latency_acks}, linger.ms={s.latency_linger_ms}, "
                f"{report.scale.latency_seconds:g} s after "
-               f"{report.scale.latency_warmup_seconds:g} s warm-up; ratio lower is better)"]
-    waits = s.latency_fetch_wait_ms
-    head = f"{'':<18}" + "".join(
-        f" | {'fetch.wait.max.ms=' + str(w):^30}" for w in waits)
-    sub = f"{'':<18}" + "".join(
-        f" | {'mock':>9} {'kafkernel':>10} {'ratio':>8}" for _ in waits)
-    out += [head, sub, "-" * len(sub)]
-
-    def lat(name: str, wait: int) -> LatencyResult | None:
-        run = report.runs.get(name)
-        return run.latency.get(wait) if run is not None else None
-
-    for p in ("p50", "p99", "p99.9", "max"):
-        row = f"{p + ' ms':<18}"
-        for w in waits:
-            m, k = lat("mock", w), lat("kafkernel", w)
-            mv, kv = (m.ms(p) if m else None), (k.ms(p) if k else None)
-            row += f" | {_num(mv, 2):>9} {_num(kv, 2):>10} {_ratio(ratio(kv, mv)):>8}"
-        out.append(row)
-    for label, attr, digits in (("achieved MB/s", "achieved_mb_per_s", 1),
-                                ("records measured", "measured", 0)):
-        row = f"{label:<18}"
-        for w in waits:
-            vals = [getattr(x, attr) if (x := lat(n, w)) else None for n in BROKERS]
-            row += f" | {_num(vals[0], digits):>9} {_num(vals[1], digits):>10} {'':>8}"
-        out.append(row)
+               f"{report.scale.latency_warmup_seconds:g} s warm-up; ratios kafkernel over "
+               "kafka (/kafka) and over mock (/mock), lower is better)"]
+    cols = [*BROKERS, *(f"/{r}" for r in REFERENCES)]
+    for wait in s.latency_fetch_wait_ms:
+        out += ["", f"fetch.wait.max.ms={wait}",
+                f"{'':<18}" + "".join(f" {c:>10}" for c in cols)]
+        for p in ("p50", "p99", "p99.9", "max"):
+            vals = {n: (x.ms(p) if (x := _latency(report, n, wait)) else None)
+                    for n in BROKERS}
+            out.append(f"{p + ' ms':<18}" + "".join(f" {_num(vals[n], 2):>10}" for n in BROKERS)
+                       + "".join(f" {_ratio(ratio(vals['kafkernel'], vals[r])):>10}"
+                                 for r in REFERENCES))
+        for label, attr, digits in (("achieved MB/s", "achieved_mb_per_s", 1),
+                                    ("records measured", "measured", 0)):
+            vals = {n: (getattr(x, attr) if (x := _latency(report, n, wait)) else None)
+                    for n in BROKERS}
+            out.append(f"{label:<18}" + "".join(f" {_num(vals[n], digits):>10}"
+                                                 for n in BROKERS))
     out.append("The mock answers a fetch that finds nothing only when fetch.wait.max.ms is "
                "over, even if records arrive meanwhile;")
-    out.append("at 500 ms its latency is that wait. 1 ms compares both brokers; 500 ms "
-               "shows whether kafkernel answers a waiting fetch on append.")
+    out.append("at 500 ms its latency is that wait. 1 ms compares the brokers; 500 ms "
+               "shows whether a broker answers a waiting fetch on append.")
     for n in BROKERS:
-        for w in waits:
-            x = lat(n, w)
+        for w in s.latency_fetch_wait_ms:
+            x = _latency(report, n, w)
             if x is not None and x.error:
                 out.append(f"! latency fetch.wait.max.ms={w} on {n}: {x.error}")
     return out
@@ -164,7 +166,8 @@ def render(report: Report) -> str:
     host = report.meta["host"]
     out: list[str] = [
         f"kafkernel:  {host.get('kafkernel', 'unknown')}",
-        f"finished:   {report.meta.get('finished_at')}, load average "
+        f"finished:   {report.meta.get('finished_at')} after "
+        f"{report.meta.get('wall_seconds', 0) / 60:.1f} min, load average "
         f"{' '.join(map(str, host.get('load_average_at_end', [])))}",
         f"settings:   producer linger.ms={s.linger_ms} batch.size={s.batch_size} "
         f"batch.num.messages={s.batch_num_messages} compression={s.compression_type} "
@@ -190,11 +193,12 @@ def render(report: Report) -> str:
             out.append(f"{name} ERROR: {run.error}")
 
     runs = report.scale.repeats
-    out += ["", "Throughput (MB = 10^6 bytes of record values; ratio = kafkernel / mock, "
-                "higher is better; cpu = broker CPU time / wall time; "
-                + (f"median of {runs} runs)" if runs > 1 else "one run)")]
-    head = (f"{'workload':<36} {'records':>9} {'parts':>5} | {'mock rec/s':>11} {'MB/s':>7} "
-            f"{'cpu':>5} | {'kafkernel rec/s':>15} {'MB/s':>7} {'cpu':>5} | {'ratio':>6}")
+    out += ["", "Throughput, records/s (MB = 10^6 bytes of record values; /kafka and /mock = "
+                "kafkernel's records/s over theirs, higher is better; cpu = broker CPU time "
+                "/ wall time; " + (f"median of {runs} runs)" if runs > 1 else "one run)")]
+    head = (f"{'workload':<40} {'records':>9} {'parts':>5}"
+            + "".join(f" | {n + ' rec/s':>15} {'MB/s':>7} {'cpu':>5}" for n in BROKERS)
+            + "".join(f" | {'/' + r:>6}" for r in REFERENCES))
     out += [head, "-" * len(head)]
     notes: list[str] = []
     for w in report.workloads:
@@ -211,11 +215,16 @@ def render(report: Report) -> str:
             elif r is not None and not r.check.startswith("ok"):
                 mark = "?"
                 notes.append(f"? {w.label} on {name}: {r.check}")
-            width = 11 if name == "mock" else 15
-            cells.append(f"{_num(rate) + mark:>{width}} "
+            cells.append(f"{_num(rate) + mark:>15} "
                          f"{_num(r.mb_per_s if r else None, 1):>7} {_cpu_pct(r):>5}")
-        out.append(f"{w.label:<36} {w.records:>9,} {w.partitions:>5} | {cells[0]} | "
-                   f"{cells[1]} | {_ratio(ratio(values['kafkernel'], values['mock'])):>6}")
+        out.append(f"{w.label:<40} {w.records:>9,} {w.partitions:>5} | " + " | ".join(cells)
+                   + "".join(f" | {_ratio(ratio(values['kafkernel'], values[r])):>6}"
+                             for r in REFERENCES))
+    if any(w.client == "java" for w in report.workloads):
+        out.append("java: Kafka's ProducerPerformance (its steady-state line, after a "
+                   "warm-up of the first tenth of the records) and")
+        out.append("ConsumerPerformance (its fetch.nMsg.sec: group join excluded); the JVM's "
+                   "start-up is in neither; cpu is over the tool's whole run.")
     if any(w.kind == "consume" for w in report.workloads):
         out.append("consume: one read of the whole log from offset 0; its records are spread "
                    "over enough partitions that the mock,")
@@ -225,26 +234,38 @@ def render(report: Report) -> str:
     if report.latency_planned:
         out += _latency_rows(report)
 
-    mock, kk = report.runs.get("mock"), report.runs.get("kafkernel")
-    m_rss = mock.peak_rss_mb if mock else None
-    k_rss = kk.peak_rss_mb if kk else None
-
-    def describe(run: BrokerRun | None) -> str:
-        if run is None or run.final is None:
-            return ""
-        return (f"{_num(run.startup_peak_mb, 1):>9} MB {run.final.rss_kb / 1024:>9.1f} MB"
-                f"   {run.peak_reached_by}")
-
-    out += ["", "Broker peak RSS (VmHWM of the broker process; reset once the broker has "
-                "started, so the workload peak excludes start-up)",
-            f"{'':<10} {'workloads':>12} {'start-up':>12} {'at the end':>12}   "
-            "workload peak reached by",
-            f"{'mock':<10} {_num(m_rss, 1):>9} MB {describe(mock)}",
-            f"{'kafkernel':<10} {_num(k_rss, 1):>9} MB {describe(kk)}",
-            f"{'ratio':<10} {_ratio(ratio(k_rss, m_rss)):>12}",
-            "mock: the mock_cluster process (Python + librdkafka + the records it holds, "
-            "<= 5 MiB per partition);",
-            "kafkernel: the kafkernel serve process (log on disk; page cache not counted)."]
+    out += ["", "Start-up (exec of the broker's command to its first Metadata answer) and "
+                "peak RSS (VmHWM of the broker process; reset once the broker",
+            "has started, so the workload peak excludes start-up); /kafka and /mock: "
+            "kafkernel over them, lower is better",
+            f"{'':<10} {'start-up':>10} {'workloads':>12} {'start-up':>12} "
+            f"{'at the end':>12}   workload peak reached by"]
+    kk = report.runs.get("kafkernel")
+    for name in BROKERS:
+        run = report.runs.get(name)
+        if run is None:
+            continue
+        line = (f"{name:<10} {_num(run.startup_s, 2) + ' s':>10} "
+                f"{_num(run.peak_rss_mb, 1):>9} MB")
+        if run.final is not None:
+            line += (f" {_num(run.startup_peak_mb, 1):>9} MB {run.final.rss_kb / 1024:>9.1f}"
+                     f" MB   {run.peak_reached_by}")
+        out.append(line)
+    for ref in REFERENCES:
+        other = report.runs.get(ref)
+        if kk is None or other is None:
+            continue
+        start_ratio = ratio(kk.startup_s, other.startup_s)
+        out.append(f"{'/' + ref:<10} {_ratio(start_ratio):>10} "
+                   f"{_ratio(ratio(kk.peak_rss_mb, other.peak_rss_mb)):>12}")
+    kafka = report.runs.get("kafka")
+    heap = kafka.info.get("heap") if kafka is not None else None
+    out += ["mock: the mock_cluster process (Python + librdkafka + the records it holds, "
+            "<= 5 MiB per partition; no start-up figure);",
+            f"kafka: the JVM ({heap or 'heap n/a'}; kafka-storage format, a separate JVM, "
+            "before it and not counted);",
+            "kafkernel: the kafkernel serve process (through bench/orphan_guard.py's exec); "
+            "page cache counted for neither."]
     return "\n".join(out)
 
 
@@ -280,7 +301,8 @@ def to_json(report: Report) -> dict[str, Any]:
             r = _result(report, name, w)
             row[name] = _measurement_json(r)
             rates[name] = r.records_per_s if r is not None else None
-        row["ratio_kafkernel_over_mock"] = ratio(rates["kafkernel"], rates["mock"])
+        for ref in REFERENCES:
+            row[f"ratio_kafkernel_over_{ref}"] = ratio(rates["kafkernel"], rates[ref])
         throughput.append(row)
 
     brokers: dict[str, Any] = {}
@@ -289,22 +311,28 @@ def to_json(report: Report) -> dict[str, Any]:
         brokers[name] = {
             **run.info, "topic_creation": run.topic_creation, "error": run.error,
             "peak_rss_mb": run.peak_rss_mb, "peak_reached_by": run.peak_reached_by,
-            "startup_peak_rss_mb": run.startup_peak_mb,
+            "startup_peak_rss_mb": run.startup_peak_mb, "startup_seconds": run.startup_s,
             "final_sample": asdict(run.final) if run.final else None,
             "milestones": [{"after": label, **asdict(x)} for label, x in run.milestones],
             "exit_code": run.exit_code, "log_tail": run.log_tail,
         }
         latency[name] = {f"fetch.wait.max.ms={w}": asdict(x) for w, x in run.latency.items()}
-    ratios: dict[str, dict[str, float | None]] = {}
-    for wait in report.settings.latency_fetch_wait_ms:
-        m = report.runs["mock"].latency.get(wait) if "mock" in report.runs else None
-        k = report.runs["kafkernel"].latency.get(wait) if "kafkernel" in report.runs else None
-        ratios[f"fetch.wait.max.ms={wait}"] = {
-            p: ratio(k.ms(p) if k else None, m.ms(p) if m else None)
-            for p in ("p50", "p99", "p99.9", "max")
-        }
-    latency["ratio_kafkernel_over_mock"] = ratios
-    rss = {n: (report.runs[n].peak_rss_mb if n in report.runs else None) for n in BROKERS}
+    for ref in REFERENCES:
+        ratios: dict[str, dict[str, float | None]] = {}
+        for wait in report.settings.latency_fetch_wait_ms:
+            k, o = _latency(report, "kafkernel", wait), _latency(report, ref, wait)
+            ratios[f"fetch.wait.max.ms={wait}"] = {
+                p: ratio(k.ms(p) if k else None, o.ms(p) if o else None)
+                for p in ("p50", "p99", "p99.9", "max")
+            }
+        latency[f"ratio_kafkernel_over_{ref}"] = ratios
+    rss: dict[str, float | None] = {
+        n: (report.runs[n].peak_rss_mb if n in report.runs else None) for n in BROKERS}
+    startup: dict[str, float | None] = {
+        n: (report.runs[n].startup_s if n in report.runs else None) for n in BROKERS}
+    for ref in REFERENCES:
+        rss[f"ratio_kafkernel_over_{ref}"] = ratio(rss["kafkernel"], rss[ref])
+        startup[f"ratio_kafkernel_over_{ref}"] = ratio(startup["kafkernel"], startup[ref])
     return {
         **report.meta,
         "partitions": report.partitions,
@@ -313,6 +341,6 @@ def to_json(report: Report) -> dict[str, Any]:
         "brokers": brokers,
         "throughput": throughput,
         "latency": latency,
-        "peak_rss_mb": {**rss, "ratio_kafkernel_over_mock": ratio(rss["kafkernel"],
-                                                                  rss["mock"])},
+        "peak_rss_mb": rss,
+        "startup_seconds": startup,
     }

@@ -1,11 +1,13 @@
-"""Benchmark Kafkernel against librdkafka's mock cluster, in one run, with real clients.
+"""Benchmark Kafkernel against Apache Kafka and librdkafka's mock cluster, in one run,
+with real clients.
 
-    .venv/bin/python -m bench.run [--quick] [--partitions N]
+    .venv/bin/python -m bench.run [--quick] [--only KEYS] [--brokers NAMES]
 
-Starts the mock cluster and ``kafkernel serve`` (its data in a temporary directory), runs
-every workload on both, taking turns run by run, then each latency run; stops them;
-prints absolute figures and kafkernel/mock ratios, and writes them to
-bench/results/latest.json. See bench/README.md for what each figure means.
+Starts the mock cluster, Apache Kafka and ``kafkernel serve`` (their data in temporary
+directories), runs every workload on each, taking turns run by run, then each latency
+run; stops them; prints absolute figures and kafkernel/kafka and kafkernel/mock ratios,
+and writes them to bench/results/latest.json. See bench/README.md for what each figure
+means.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench import clients
-from bench.brokers import REPO_ROOT, Broker, BrokerError, KafkernelBroker, MockBroker
+from bench.brokers import (
+    REPO_ROOT,
+    Broker,
+    BrokerError,
+    KafkaBroker,
+    KafkernelBroker,
+    MockBroker,
+)
 from bench.latency import run_latency
 from bench.report import BROKERS, BrokerRun, Report, header_lines, render, to_json
 from bench.settings import (
@@ -43,9 +52,9 @@ from bench.settings import (
     ClientSettings,
     Scale,
     Workload,
-    consume_topic,
     workloads,
 )
+from reference.fetch import kafka_version
 
 PREFLIGHT_TOPIC = "bench-preflight"
 
@@ -83,6 +92,17 @@ def _kcat_version() -> str:
     return "kcat (unknown version)"
 
 
+def _java_version() -> str:
+    """``openjdk version "17.0.15" 2025-04-15`` from ``java -version``."""
+    try:
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "java unavailable"
+    lines = (done.stderr + done.stdout).strip().splitlines()
+    return lines[0] if lines else "java (unknown version)"
+
+
 def collect_meta(argv: Sequence[str]) -> dict[str, Any]:
     import confluent_kafka
 
@@ -108,6 +128,8 @@ def collect_meta(argv: Sequence[str]) -> dict[str, Any]:
             "confluent_kafka": confluent_kafka.version(),
             "librdkafka": confluent_kafka.libversion()[0],
             "kcat": _kcat_version(),
+            "java": _java_version(),
+            "kafka": kafka_version(),
             "kafkernel": kafkernel,
         },
     }
@@ -180,7 +202,12 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
             before = None
         if w.client == "confluent":
             result = _measured(broker, lambda: clients.produce_confluent(
-                b, w.topic, value, w.records, props, timeout))
+                b, w.topic, value, w.records, props, timeout,
+                spread_over=w.partitions if w.spread else 0))
+        elif w.client == "java":
+            java_props = settings.java_producer_properties(w.acks)
+            result = _measured(broker, lambda: clients.produce_java(
+                b, w.topic, w.record_size, w.records, java_props, timeout))
         else:
             result = _measured(broker, lambda: clients.produce_kcat(
                 b, w.topic, inputs[w.record_size], w.records, w.record_size, props,
@@ -193,6 +220,10 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
         elif result.ok:
             result.check = "could not read watermarks before the run"
         return result
+    if w.client == "java":
+        return _measured(broker, lambda: clients.consume_java(
+            b, w.topic, w.records, w.record_size, settings.java_consumer_properties(),
+            timeout))
     props = settings.consumer_properties(client=w.client)
     if w.client == "confluent":
         return _measured(broker, lambda: clients.consume_confluent(
@@ -233,27 +264,27 @@ def warm_memory(nbytes: int) -> dict[str, float]:
 
 
 def fill_consume_logs(broker: Broker, plan: list[Workload], settings: ClientSettings,
-                      scale: Scale) -> dict[int, str]:
-    """Write each consume topic once; returns a problem per record size, if any."""
-    problems: dict[int, str] = {}
-    logs = {(w.record_size, w.records, w.partitions) for w in plan if w.kind == "consume"}
-    for size, records, partitions in sorted(logs):
-        topic = consume_topic(size)
+                      scale: Scale) -> dict[str, str]:
+    """Write each consume topic once; returns a problem per topic, if any."""
+    problems: dict[str, str] = {}
+    logs = {(w.topic, w.record_size, w.records, w.partitions)
+            for w in plan if w.kind == "consume"}
+    for topic, size, records, partitions in sorted(logs):
         progress(f"[{broker.name}] filling {topic}: {records:,} records in {partitions} "
                  "partitions (not timed)")
         filled = clients.fill(broker.bootstrap, topic, clients.payload(size), records,
                               partitions, settings.producer_properties("all"),
                               scale.run_timeout_s)
         if not filled.ok:
-            problems[size] = f"filling {topic} failed: {filled.error or 'timed out'}"
+            problems[topic] = f"filling {topic} failed: {filled.error or 'timed out'}"
             continue
         try:
             low, high = clients.log_size(broker.bootstrap, topic, partitions)
         except (KafkaException, RuntimeError) as e:
-            problems[size] = f"{topic}: could not read watermarks: {e}"
+            problems[topic] = f"{topic}: could not read watermarks: {e}"
             continue
         if (low, high) != (0, records):
-            problems[size] = (f"{topic} holds offsets {low}..{high} summed over partitions, "
+            problems[topic] = (f"{topic} holds offsets {low}..{high} summed over partitions, "
                               f"expected 0..{records} (log trimmed?)")
     return problems
 
@@ -311,9 +342,13 @@ def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: Cli
     """Start-up, topics, preflight and the untimed consume logs of one started broker."""
     c = Contender(broker, BrokerRun(broker.name))
     run = c.run
+    unsupported = {w.key: broker.unsupported_clients[w.client] for w in plan
+                   if w.client in broker.unsupported_clients}
     try:
         run.info = broker.describe()
-        progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid})")
+        took = (f", exec to first Metadata answer {broker.startup_s:.2f} s"
+                if broker.startup_s is not None else "")
+        progress(f"[{broker.name}] started at {broker.bootstrap} (pid {broker.pid}{took})")
         started = broker.sample()
         run.milestone("started", started)
         if started is not None and broker.reset_peak():
@@ -334,10 +369,12 @@ def prepare(broker: Broker, plan: list[Workload], partitions: int, settings: Cli
             c.skipped = {w.key: consume_problem for w in plan if w.kind == "consume"}
             return c
         c.consume_works = True
-        if any(w.kind == "consume" for w in plan):
-            fill_problems = fill_consume_logs(broker, plan, settings, scale)
-            c.skipped = {w.key: fill_problems[w.record_size] for w in plan
-                         if w.kind == "consume" and w.record_size in fill_problems}
+        c.skipped = dict(unsupported)
+        runnable = [w for w in plan if w.key not in unsupported]
+        if any(w.kind == "consume" for w in runnable):
+            fill_problems = fill_consume_logs(broker, runnable, settings, scale)
+            c.skipped |= {w.key: fill_problems[w.topic] for w in runnable
+                          if w.kind == "consume" and w.topic in fill_problems}
             run.milestone("consume logs written", broker.sample())
     except (BrokerError, KafkaException, RuntimeError, OSError) as e:
         _failed(c, e)
@@ -407,7 +444,9 @@ def run_brokers(brokers: list[Broker], plan: list[Workload], partitions: int,
                 _failed(c, e)
     for c in contenders:
         c.run.exit_code = c.broker.returncode
-        if isinstance(c.broker, KafkernelBroker) and (c.run.error or c.broker.returncode):
+        c.run.startup_s = c.broker.startup_s
+        if (isinstance(c.broker, KafkernelBroker | KafkaBroker)
+                and (c.run.error or c.broker.returncode)):
             c.run.log_tail = c.broker.log_tail(20)
     return {c.broker.name: c.run for c in contenders}
 
@@ -415,8 +454,12 @@ def run_brokers(brokers: list[Broker], plan: list[Workload], partitions: int,
 def _progress_line(w: Workload, r: clients.RunResult) -> str:
     if not r.ok:
         return f"{w.label}: {'TIMED OUT' if r.timed_out else 'ERROR'} {r.error or ''}"
-    return (f"{w.label}: {r.records:,} records in {r.seconds:.2f} s = "
-            f"{r.records_per_s or 0:,.0f} rec/s, {r.mb_per_s or 0:.1f} MB/s ({r.check})")
+    timed = f"{r.records:,} records in {r.seconds:.2f} s"
+    if r.rate_records is not None and r.rate_seconds:
+        timed = (f"{r.records:,} records, tool run {r.seconds:.2f} s; its rate: "
+                 f"{r.rate_records:,} records in {r.rate_seconds:.2f} s")
+    return (f"{w.label}: {timed} = {r.records_per_s or 0:,.0f} rec/s, "
+            f"{r.mb_per_s or 0:.1f} MB/s ({r.check})")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -429,8 +472,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                              "(default 5, 1 with --quick)")
     parser.add_argument("--partitions", type=int, default=1,
                         help="partitions per topic (default 1)")
-    parser.add_argument("--brokers", default="mock,kafkernel",
-                        help="which brokers, comma-separated (default mock,kafkernel)")
+    parser.add_argument("--brokers", default=",".join(BROKERS),
+                        help=f"which brokers, comma-separated (default {','.join(BROKERS)})")
     parser.add_argument("--only", default="",
                         help="comma-separated substrings of workload keys to run, e.g. "
                              "produce-kcat,latency, or zstd,lz4 for the compressed "
@@ -440,8 +483,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="JSON result file (default bench/results/latest.json)")
     parser.add_argument("--kafkernel-override", action="append", default=[],
                         metavar="KEY=VALUE", help="passed to kafkernel serve as --override")
+    parser.add_argument("--kafka-override", action="append", default=[],
+                        metavar="KEY=VALUE", help="a server.properties setting for Kafka")
+    parser.add_argument("--kafka-heap", default=None, metavar="SIZE",
+                        help="Kafka's -Xms and -Xmx (default: reference/kafka.py's HEAP)")
     parser.add_argument("--keep-data", action="store_true",
-                        help="keep kafkernel's temporary data directory")
+                        help="keep kafkernel's and Kafka's temporary data directories")
     args = parser.parse_args(argv)
     args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
     unknown = set(args.broker_list) - set(BROKERS)
@@ -451,6 +498,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error("--repeat must be at least 1")
     if args.partitions < 1:
         parser.error("--partitions must be at least 1")
+    if any("=" not in item for item in args.kafka_override):
+        parser.error("--kafka-override takes KEY=VALUE")
     return args
 
 
@@ -462,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _raise_on_sigterm)  # so every finally runs
+    began = time.monotonic()
     meta = collect_meta(argv)
     print("\n".join(header_lines(meta)), flush=True)
 
@@ -486,17 +536,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             for size in RECORD_SIZES
             if any(w.client == "kcat" and w.record_size == size for w in plan)
         }
-        brokers: list[Broker] = [
-            MockBroker(bound_s) if name == "mock" else
-            KafkernelBroker(args.partitions, args.kafkernel_override, args.keep_data)
-            for name in args.broker_list
-        ]
+        brokers: list[Broker] = []
+        for name in args.broker_list:
+            if name == "mock":
+                brokers.append(MockBroker(bound_s))
+            elif name == "kafka":
+                brokers.append(KafkaBroker(args.partitions, args.kafka_override,
+                                           args.keep_data, args.kafka_heap))
+            else:
+                brokers.append(KafkernelBroker(args.partitions, args.kafkernel_override,
+                                               args.keep_data))
         runs = run_brokers(brokers, plan, args.partitions, settings, scale, inputs,
                            with_latency)
         for broker in brokers:
-            if args.keep_data and isinstance(broker, KafkernelBroker):
-                progress(f"[kafkernel] data kept in {broker.workdir}")
+            if args.keep_data and isinstance(broker, KafkernelBroker | KafkaBroker):
+                progress(f"[{broker.name}] data kept in {broker.workdir}")
     meta["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    meta["wall_seconds"] = round(time.monotonic() - began, 1)
     meta["host"]["load_average_at_end"] = _load()
     report = Report(meta, scale, settings, args.partitions, plan, runs, with_latency)
     print()

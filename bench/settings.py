@@ -1,4 +1,4 @@
-"""What a run measures and with which client settings; identical for both brokers.
+"""What a run measures and with which client settings; identical for every broker.
 
 Everything here is recorded in the JSON result, so a figure can be reproduced.
 """
@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-Client = Literal["confluent", "kcat"]
+Client = Literal["confluent", "kcat", "java"]
 Kind = Literal["produce", "consume"]
 
 # librdkafka's mock keeps at most 5 MiB (and 100,000 batches) per partition and drops
@@ -47,7 +47,13 @@ QUICK = Scale(records_by_size=((100, 100_000), (1024, 20_000)),
 
 RECORD_SIZES = (100, 1024)
 ACKS = ("1", "all")
-CLIENTS: tuple[Client, ...] = ("confluent", "kcat")
+# java: Kafka's own perf tools, ProducerPerformance and ConsumerPerformance.
+CLIENTS: tuple[Client, ...] = ("confluent", "kcat", "java")
+# The many-partition workload: 100 B records from confluent-kafka, sent round-robin
+# over this many partitions of one topic (so every produce request carries a batch for
+# many partitions), produced with acks=1 and read back whole.
+MANY_PARTITIONS = 1000
+MANY_PARTITIONS_RECORD_SIZE = 100
 # Compressed produce workloads (confluent-kafka, 1 KB records, acks=1): the broker
 # inflates and walks every compressed batch, which uncompressed workloads never pay.
 COMPRESSED_PRODUCE = ("zstd", "lz4")
@@ -106,6 +112,28 @@ class ClientSettings:
             "message.timeout.ms": str(self.message_timeout_ms),
         }
 
+    def java_producer_properties(self, acks: str) -> dict[str, str]:
+        """The same settings for Kafka's Java producer, in its names. It has no
+        batch.num.messages; delivery.timeout.ms stands for message.timeout.ms."""
+        return {
+            "acks": acks,
+            "linger.ms": str(self.linger_ms),
+            "batch.size": str(self.batch_size),
+            "compression.type": self.compression_type,
+            "enable.idempotence": str(self.enable_idempotence).lower(),
+            "delivery.timeout.ms": str(self.message_timeout_ms),
+        }
+
+    def java_consumer_properties(self) -> dict[str, str]:
+        """The same settings for Kafka's Java consumer (fetch.max.wait.ms is its name
+        for fetch.wait.max.ms); the rest are its defaults (max.poll.records=500,
+        fetch.max.bytes=52428800)."""
+        return {
+            "fetch.max.wait.ms": str(self.fetch_wait_max_ms),
+            "fetch.min.bytes": str(self.fetch_min_bytes),
+            "max.partition.fetch.bytes": str(self.max_partition_fetch_bytes),
+        }
+
     def consumer_properties(self, fetch_wait_max_ms: int | None = None, *,
                             client: Client = "confluent") -> dict[str, str]:
         wait = self.fetch_wait_max_ms if fetch_wait_max_ms is None else fetch_wait_max_ms
@@ -137,32 +165,41 @@ class Workload:
     acks: str | None = None
     partitions: int = 1
     compression: str = "none"  # the producer's compression.type
+    # Records go round-robin over all partitions of a topic of its own (the
+    # many-partition workload); otherwise the client's partitioner chooses.
+    spread: bool = False
 
     @property
     def _codec(self) -> str:
         return "" if self.compression == "none" else f"-{self.compression}"
 
     @property
+    def _spread(self) -> str:
+        return f"-p{self.partitions}" if self.spread else ""
+
+    @property
     def topic(self) -> str:
         if self.kind == "consume":
-            return consume_topic(self.record_size)
-        return f"bench-produce-{self.client}-{self.record_size}b-acks{self.acks}{self._codec}"
+            return consume_topic(self.record_size, self.partitions if self.spread else None)
+        return (f"bench-produce-{self.client}-{self.record_size}b-acks{self.acks}"
+                f"{self._codec}{self._spread}")
 
     @property
     def label(self) -> str:
         size = "1 KB" if self.record_size == 1024 else f"{self.record_size} B"
         acks = f" acks={self.acks}" if self.acks else ""
         codec = "" if self.compression == "none" else f" {self.compression}"
-        return f"{self.kind} {self.client} {size}{acks}{codec}"
+        spread = f" x{self.partitions} parts" if self.spread else ""
+        return f"{self.kind} {self.client} {size}{acks}{codec}{spread}"
 
     @property
     def key(self) -> str:
         acks = f"-acks{self.acks}" if self.acks else ""
-        return f"{self.kind}-{self.client}-{self.record_size}b{acks}{self._codec}"
+        return f"{self.kind}-{self.client}-{self.record_size}b{acks}{self._codec}{self._spread}"
 
 
-def consume_topic(record_size: int) -> str:
-    return f"bench-consume-{record_size}b"
+def consume_topic(record_size: int, spread_over: int | None = None) -> str:
+    return f"bench-consume-{record_size}b" + (f"-p{spread_over}" if spread_over else "")
 
 
 def consume_partitions(records: int, record_size: int, at_least: int) -> int:
@@ -187,4 +224,9 @@ def workloads(scale: Scale, partitions: int) -> list[Workload]:
             n = scale.records(size)
             found.append(Workload("consume", client, size, n,
                                   partitions=consume_partitions(n, size, partitions)))
+    n = scale.records(MANY_PARTITIONS_RECORD_SIZE)
+    found.append(Workload("produce", "confluent", MANY_PARTITIONS_RECORD_SIZE, n, "1",
+                          MANY_PARTITIONS, spread=True))
+    found.append(Workload("consume", "confluent", MANY_PARTITIONS_RECORD_SIZE, n,
+                          partitions=MANY_PARTITIONS, spread=True))
     return found

@@ -38,6 +38,8 @@ NODE_ID = 1
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0
+# How often start-up probes Metadata: the resolution of ``startup_seconds``.
+PROBE_INTERVAL = 0.02
 
 # kafka-server-start.sh's JVM options (KAFKA_JVM_PERFORMANCE_OPTS), heap aside.
 JVM_OPTIONS = (
@@ -203,7 +205,7 @@ def start(
         startup_seconds=0.0, remove_work_dir=own_dir,
     )
     deadline = began + timeout
-    while not _answers_metadata(kafka.bootstrap):
+    while not answers_metadata(kafka.bootstrap):
         if process.poll() is not None or time.monotonic() > deadline:
             why = (f"exited with {process.returncode}" if process.returncode is not None
                    else f"did not answer Metadata within {timeout:.0f} s")
@@ -211,12 +213,12 @@ def start(
             kafka.remove_work_dir = False  # keep the logs to read
             kafka.stop()
             raise KafkaStartError(f"Kafka {why}; logs in {work}:\n{tail}")
-        time.sleep(0.1)
+        time.sleep(PROBE_INTERVAL)
     kafka.startup_seconds = time.monotonic() - began
     return kafka
 
 
-def _answers_metadata(bootstrap: str) -> bool:
+def answers_metadata(bootstrap: str) -> bool:
     """Metadata (v12, all topics) answered with at least one broker: the broker has
     registered with its controller and serves clients."""
     host, port = bootstrap.rsplit(":", 1)
