@@ -1,0 +1,141 @@
+"""What the conformance tests share: the API keys and versions Kafkernel advertises (one
+line per key; test_api_versions checks it against the live ApiVersions), requests built
+for any version from one set of field values, raw outcomes (an answer or a closed
+connection), and the pointer from an ignored field to its entry in DIFFERENCES.md."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import struct
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kio.index import load_request_schema
+
+from kernel.log.records import SimpleRecord, build_batch
+from kernel.protocol.build import field_names, request_module
+from kernel.protocol.codec import default_entity
+from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.reference.diff import Side
+
+# Kafkernel's ApiVersions: API key -> (min, max). Adding a version is one line here.
+ADVERTISED: dict[int, tuple[int, int]] = {
+    0: (0, 13),   # Produce (v0-2 advertised and refused, as Kafka 4 does)
+    1: (4, 18),   # Fetch
+    2: (1, 11),   # ListOffsets
+    3: (0, 13),   # Metadata
+    8: (2, 9),    # OffsetCommit
+    9: (1, 9),    # OffsetFetch
+    10: (0, 6),   # FindCoordinator
+    11: (0, 9),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 5),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    15: (0, 6),   # DescribeGroups
+    16: (0, 5),   # ListGroups
+    18: (0, 4),   # ApiVersions
+    19: (2, 7),   # CreateTopics
+    20: (1, 6),   # DeleteTopics
+    21: (0, 2),   # DeleteRecords
+    23: (2, 4),   # OffsetForLeaderEpoch
+    32: (1, 4),   # DescribeConfigs
+    33: (0, 2),   # AlterConfigs
+    37: (0, 3),   # CreatePartitions
+    42: (0, 2),   # DeleteGroups
+    44: (0, 1),   # IncrementalAlterConfigs
+    47: (0, 0),   # OffsetDelete
+    60: (0, 2),   # DescribeCluster
+}
+
+TIMEOUT = datetime.timedelta(seconds=10)
+DIFFERENCES = Path(__file__).with_name("DIFFERENCES.md")
+CLOSED = "<connection closed>"
+
+
+def versions(api_key: int) -> list[int]:
+    low, high = ADVERTISED[api_key]
+    return list(range(low, high + 1))
+
+
+def build(cls: type, **values: Any) -> Any:
+    """``cls`` from the values it declares; required fields not given take their zero
+    value (a field a version lacks is dropped, so one call serves every version)."""
+    names = field_names(cls)
+    return default_entity(cls, **{k: v for k, v in values.items() if k in names})
+
+
+def body(api_key: int, version: int, **values: Any) -> Any:
+    """The request entity of ``api_key`` at ``version``."""
+    return build(load_request_schema(api_key, version), **values)
+
+
+def part(api_key: int, version: int, name: str, **values: Any) -> Any:
+    """A nested request entity (e.g. ``CreatableTopic``) of ``api_key`` at ``version``."""
+    return build(getattr(request_module(api_key, version), name), **values)
+
+
+def topic_ref(api_key: int, version: int, name: str, topic: str, topic_id: uuid.UUID,
+              **values: Any) -> Any:
+    """A request's topic entry: by id where the version has ids, else by name."""
+    cls = getattr(request_module(api_key, version), name)
+    if "topic_id" in field_names(cls):
+        return build(cls, topic_id=topic_id, **values)
+    return build(cls, name=topic, topic=topic, **values)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def batch(*values: bytes, key: bytes | None = b"k") -> bytes:
+    return build_batch([SimpleRecord(key=key, value=v) for v in values])
+
+
+def outcome(side: Side, request: Any) -> Any:
+    """The decoded answer, or CLOSED when the broker closed the connection instead."""
+    return outcome_of_frame(side, encode_request(request, correlation_id=7),
+                            request.__api_key__, request.__version__)
+
+
+def outcome_of_frame(side: Side, frame: bytes, api_key: int, version: int) -> Any:
+    with connect(side.bootstrap) as sock:
+        sock.sendall(frame)
+        try:
+            answer = recv_frame(sock)
+        except (ConnectionResetError, TimeoutError):
+            return CLOSED
+    if answer is None:
+        return CLOSED
+    correlation_id, decoded = decode_response(answer, api_key, version)
+    assert correlation_id == 7
+    return decoded
+
+
+def header_only_frame(api_key: int, version: int, *, flexible: bool = False) -> bytes:
+    """A request header v1 (key, version, correlation id 7, client id), or v2 (its empty
+    tagged fields too) when ``flexible``, and no body."""
+    client = b"conformance"
+    payload = struct.pack(">hhih", api_key, version, 7, len(client)) + client
+    if flexible:
+        payload += b"\x00"
+    return struct.pack(">i", len(payload)) + payload
+
+
+@cache
+def _difference_entries() -> frozenset[str]:
+    return frozenset(re.findall(r"^### (D\d+)\b", DIFFERENCES.read_text(), re.M))
+
+
+def known(entry: str, *fields: str) -> tuple[str, ...]:
+    """Fields a comparison leaves out because of DIFFERENCES.md's ``entry``."""
+    assert entry in _difference_entries(), f"DIFFERENCES.md has no entry {entry}"
+    return fields
+
+
+def documented(entry: str) -> str:
+    """The entry of DIFFERENCES.md that a test shows without ignoring a field."""
+    assert entry in _difference_entries(), f"DIFFERENCES.md has no entry {entry}"
+    return entry
