@@ -5,21 +5,26 @@ connection), and the pointer from an ignored field to its entry in DIFFERENCES.m
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 import struct
+import time
 import uuid
+from collections.abc import Callable, Collection
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 
 from kernel.log.records import SimpleRecord, build_batch
 from kernel.protocol.build import field_names, request_module
 from kernel.protocol.codec import default_entity
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
-from tests.reference.diff import Side
+from tests.reference.diff import Answers, Pair, Side
 
 # Kafkernel's ApiVersions: API key -> (min, max). Adding a version is one line here.
 ADVERTISED: dict[int, tuple[int, int]] = {
@@ -53,6 +58,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 TIMEOUT = datetime.timedelta(seconds=10)
 DIFFERENCES = Path(__file__).with_name("DIFFERENCES.md")
 CLOSED = "<connection closed>"
+ZERO_ID = uuid.UUID(int=0)
 
 
 def versions(api_key: int) -> list[int]:
@@ -67,17 +73,17 @@ def build(cls: type, **values: Any) -> Any:
     return default_entity(cls, **{k: v for k, v in values.items() if k in names})
 
 
-def body(api_key: int, version: int, **values: Any) -> Any:
+def body(api_key: int, version: int, /, **values: Any) -> Any:
     """The request entity of ``api_key`` at ``version``."""
     return build(load_request_schema(api_key, version), **values)
 
 
-def part(api_key: int, version: int, name: str, **values: Any) -> Any:
+def part(api_key: int, version: int, name: str, /, **values: Any) -> Any:
     """A nested request entity (e.g. ``CreatableTopic``) of ``api_key`` at ``version``."""
     return build(getattr(request_module(api_key, version), name), **values)
 
 
-def topic_ref(api_key: int, version: int, name: str, topic: str, topic_id: uuid.UUID,
+def topic_ref(api_key: int, version: int, name: str, topic: str, topic_id: uuid.UUID, /,
               **values: Any) -> Any:
     """A request's topic entry: by id where the version has ids, else by name."""
     cls = getattr(request_module(api_key, version), name)
@@ -139,3 +145,77 @@ def documented(entry: str) -> str:
     """The entry of DIFFERENCES.md that a test shows without ignoring a field."""
     assert entry in _difference_entries(), f"DIFFERENCES.md has no entry {entry}"
     return entry
+
+
+# -- cases: one function per (API key, situation), run at every advertised version -------
+
+Case = Callable[[Pair, int], None]
+
+
+def cases(*entries: tuple[int, Case]) -> list[Any]:
+    """pytest params (api_key, version, case) of every version each case's key
+    advertises, with ids such as ``Metadata-v4-unknown_topic``."""
+    return [pytest.param(key, version, fn, id=f"{api_name(key)}-v{version}-{fn.__name__}")
+            for key, fn in entries for version in versions(key)]
+
+
+def api_name(api_key: int) -> str:
+    return load_request_schema(api_key, ADVERTISED[api_key][1]).__name__.removesuffix(
+        "Request")
+
+
+# -- setup on both brokers ------------------------------------------------------------------
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+
+
+def create_topic(pair: Pair, name: str, partitions: int = 1,
+                 configs: dict[str, str] | None = None) -> None:
+    """The topic on both brokers, led on both, through CreateTopics v7."""
+    request = body(19, 7, timeout=TIMEOUT, validate_only=False, topics=(part(
+        19, 7, "CreatableTopic", name=name, num_partitions=partitions, replication_factor=1,
+        assignments=(), configs=tuple(part(19, 7, "CreatableTopicConfig", name=k, value=v)
+                                      for k, v in (configs or {}).items())),))
+    for side in (pair.kafka, pair.kafkernel):
+        (result,) = side.send(request).topics
+        assert result.error_code == ErrorCode.none, (side.label, result)
+        wait_for(side, f"{name} is led", lambda s=side: led(s, name, partitions))
+
+
+def led(side: Side, name: str, partitions: int) -> bool:
+    (topic,) = side.send(body(3, 12, topics=(part(3, 12, "MetadataRequestTopic", name=name,
+                                                  topic_id=ZERO_ID),),
+                              allow_auto_topic_creation=False)).topics
+    return (topic.error_code == ErrorCode.none and len(topic.partitions) == partitions
+            and all(p.leader_id >= 0 for p in topic.partitions))
+
+
+def topic_id_of(side: Side, name: str) -> uuid.UUID:
+    (topic,) = side.send(body(3, 12, topics=(part(3, 12, "MetadataRequestTopic", name=name,
+                                                  topic_id=ZERO_ID),),
+                              allow_auto_topic_creation=False)).topics
+    return topic.topic_id
+
+
+def wait_for(side: Side, what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Kafka applies a change to its metadata image shortly after it answered."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{side.label}: {what} within {timeout} s"
+        time.sleep(0.02)
+
+
+def drop_configs(answers: Answers, entry: str, names: Collection[str]) -> Answers:
+    """Both answers without the config entries ``names`` (in ``results`` or ``topics``
+    ``.configs``): a difference DIFFERENCES.md's ``entry`` explains."""
+    documented(entry)
+
+    def strip(answer: Any) -> Any:
+        field = "results" if hasattr(answer, "results") else "topics"
+        items = tuple(
+            dataclasses.replace(item, configs=tuple(c for c in item.configs
+                                                    if c.name not in names))
+            if getattr(item, "configs", None) else item
+            for item in getattr(answer, field))
+        return dataclasses.replace(answer, **{field: items})
+    return Answers(strip(answers.kafka), strip(answers.kafkernel))
