@@ -1,5 +1,6 @@
 """KIP-430 authorized operations: the bit field of AclOperation codes a principal may use
-on a resource, answered by Metadata, DescribeCluster and DescribeGroups when asked."""
+on a resource, answered by Metadata and DescribeCluster when asked (DescribeGroups has
+the coordinator plugin's own)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ TOPIC_OPERATIONS = {
     "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
     "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
 }
-GROUP_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8}
-OPERATIONS = {"CLUSTER": CLUSTER_OPERATIONS, "TOPIC": TOPIC_OPERATIONS,
-              "GROUP": GROUP_OPERATIONS}
+OPERATIONS = {"CLUSTER": CLUSTER_OPERATIONS, "TOPIC": TOPIC_OPERATIONS}
 
 
 def authorized_operations(ctx: RequestContext, resource_type: str, name: str) -> int:
