@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from tests.reference.conformance import (
     ADVERTISED,
     CLOSED,
+    DIFFERENCES,
     body,
     header_only_frame,
     known,
@@ -192,3 +193,28 @@ def test_readme_compatibility_table(shared: Pair) -> None:
                       + len(TABLE_START) + 2]
     assert current == table, "README's compatibility table differs; the live one:\n" + table
 
+
+
+# -- coverage of the conformance tests ------------------------------------------------------
+
+def test_every_advertised_key_has_conformance_cases() -> None:
+    """Each key Kafkernel advertises has cases, which run at each advertised version."""
+    from tests.reference import (
+        test_conformance_groups,
+        test_conformance_log,
+        test_conformance_topics,
+    )
+    covered = {API_VERSIONS} | {key for module in (test_conformance_groups,
+                                                   test_conformance_log,
+                                                   test_conformance_topics)
+                                for key, _ in module.CASES}
+    assert covered == set(ADVERTISED)
+
+
+def test_every_listed_difference_is_shown_by_a_test() -> None:
+    """An entry of DIFFERENCES.md no test names is stale (fixed, or never checked)."""
+    entries = re.findall(r"^### (D\d+)\b", DIFFERENCES.read_text(), re.M)
+    assert len(entries) == len(set(entries)), "DIFFERENCES.md repeats an entry"
+    tests = "".join(p.read_text() for p in DIFFERENCES.parent.glob("test_*.py"))
+    unnamed = [e for e in entries if f'"{e}"' not in tests]
+    assert not unnamed, f"no test names {unnamed}"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from kernel.config import BrokerConfig, schema_keys
 from tests.reference.conformance import (
     BROKER_RESOURCE,
     TIMEOUT,
@@ -367,6 +368,32 @@ def describe_named_broker_configs(pair: Pair, v: int) -> None:
                                   synonyms=True))
 
 
+# Set by the reference's server.properties or by the test harness: each broker's setup.
+SETUP_KEYS = frozenset({"broker.id", "listeners", "advertised.listeners",
+                        "listener.security.protocol.map", "log.dirs", "num.partitions"})
+KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format",
+                                 "logging.level"})  # D9
+RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
+
+
+def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
+    documented("D9")
+    keys = tuple(sorted(k.name for k in schema_keys(BrokerConfig).values()
+                        if k.name not in SETUP_KEYS | KAFKERNEL_ONLY_KEYS))
+    answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", keys, synonyms=True,
+                                         documentation=v >= 3))
+    answers = drop_configs(answers, "D3", ("min.insync.replicas",))
+    pair.assert_same(drop_configs(answers, "D10", RUNTIME_KEYS), ignore=DOCUMENTATION)
+    assert len(answers.kafka.results[0].configs) == len(keys) - 1
+    # Of the keys left out above, the type (v3+) and sensitivity are still Kafka's.
+    others = tuple(sorted(SETUP_KEYS | set(RUNTIME_KEYS)))
+    answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", others))
+    kinds = [{c.name: (getattr(c, "config_type", None), c.is_sensitive)
+              for c in answer.results[0].configs} for answer in (answers.kafka,
+                                                                 answers.kafkernel)]
+    assert kinds[0] == kinds[1]
+
+
 def describe_configs_of_another_broker(pair: Pair, v: int) -> None:
     answers = pair.compare(describe_configs(v, BROKER_RESOURCE, "7", ("num.partitions",)))
     assert answers.kafka.results[0].error_code != ErrorCode.none
@@ -541,6 +568,7 @@ CASES: list[tuple[int, Case]] = [
     (DESCRIBE_CONFIGS, describe_configs_of_an_unknown_topic),
     (DESCRIBE_CONFIGS, describe_an_unknown_config_key),
     (DESCRIBE_CONFIGS, describe_named_broker_configs),
+    (DESCRIBE_CONFIGS, describe_every_broker_config_kafkernel_has),
     (DESCRIBE_CONFIGS, describe_configs_of_another_broker),
     (DESCRIBE_CONFIGS, describe_configs_of_an_unknown_resource_type),
     (ALTER_CONFIGS, alter_topic_configs),
