@@ -30,7 +30,7 @@ FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 SESSION = datetime.timedelta(seconds=10)
-CLIENT = "wire-test"  # the client id tests/integration/wire.py sends
+OFFSETS = "__consumer_offsets"
 
 
 def subscription(*topics: str) -> bytes:
@@ -49,12 +49,41 @@ def assignment(topic: str, *partitions: int) -> bytes:
 
 
 def ready(side: Side) -> None:
-    """The broker's coordinator serves groups (Kafka creates __consumer_offsets first)."""
+    """The broker's coordinator serves groups on every partition of __consumer_offsets
+    (Kafka creates the topic on first use, then loads its partitions one by one)."""
     def answers() -> bool:
         found = side.send(body(FIND_COORDINATOR, 4, key_type=0,
                                coordinator_keys=("probe",)))
         return found.coordinators[0].error_code == ErrorCode.none
     wait_for(side, "the group coordinator", answers, timeout=30.0)
+    (offsets,) = side.send(body(3, 12, topics=(part(3, 12, "MetadataRequestTopic",
+                                                      name=OFFSETS, topic_id=None),),
+                                 allow_auto_topic_creation=False)).topics
+    probes = probe_group_ids(len(offsets.partitions))
+
+    def loaded() -> bool:
+        described = side.send(body(DESCRIBE_GROUPS, 5, groups=probes))
+        return all(g.error_code == ErrorCode.none for g in described.groups)
+    wait_for(side, f"every partition of {OFFSETS} loaded", loaded, timeout=30.0)
+
+
+def probe_group_ids(partitions: int) -> tuple[str, ...]:
+    """One group id per partition of __consumer_offsets, by Kafka's placement
+    (Utils.abs(groupId.hashCode()) % partitions)."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < partitions:
+        name = f"probe-{i}"
+        found.setdefault(java_hash(name) % partitions, name)
+        i += 1
+    return tuple(found.values())
+
+
+def java_hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h & 0x7FFFFFFF
 
 
 @pytest.fixture
@@ -129,12 +158,13 @@ def find_coordinators_of_several_groups(pair: Pair, v: int) -> None:
 
 
 def find_a_transaction_coordinator(pair: Pair, v: int) -> None:
-    """Key type 1 (v1+): Kafkernel serves no transactions yet (D8)."""
+    """Key type 1 (v1+): Kafkernel serves no transactions yet (D8). Kafka is not asked:
+    it would create __transaction_state, which test_internal_topics creates itself."""
     if v < 1:
         return find_a_group_coordinator(pair, v)
-    answers = pair.send(find_coordinator(v, unique("txn"), key_type=1))
+    answer = pair.kafkernel.send(find_coordinator(v, unique("txn"), key_type=1))
     documented("D8")
-    assert _coordinator_error(answers.kafkernel) == ErrorCode.coordinator_not_available
+    assert _coordinator_error(answer) == ErrorCode.coordinator_not_available
     return None
 
 
