@@ -8,9 +8,10 @@ zero id; timestamps; throttle times; error-message text (whether there is one is
 Kafka's empty message counts as none); the random part of a generated member id
 (``<client id>-<uuid>``: the client id before it is kept). Everything else must be
 equal. Lists of entities are compared as sets (Kafka gives topics and partitions in hash
-order) unless
-``ordered=True``. A test may leave out fields outside its concern with ``ignore``, dotted
-field names from the response down (``"topics.configs"``), saying why.
+order) unless ``ordered=True``. A test may leave out fields outside its concern with
+``ignore``, dotted field names from the response down (``"topics.configs"``), saying why;
+a field left out because the brokers differ names its entry in DIFFERENCES.md
+(``conformance.known``).
 """
 
 from __future__ import annotations
