@@ -20,6 +20,7 @@ from tests.reference.conformance import (
     body,
     cases,
     create_topic,
+    documented,
     header_only_frame,
     known,
     outcome_of_frame,
@@ -266,6 +267,22 @@ def list_max_timestamp(pair: Pair, v: int) -> None:
     pair.compare(list_offsets(v, name, MAX_TIMESTAMP))
 
 
+def list_max_timestamp_of_records_without_one(pair: Pair, v: int) -> None:
+    """Records without timestamps (-1): Kafka finds the first batch, Kafkernel none."""
+    name = unique("lo-notime")
+    create_topic(pair, name)
+    answers = each(pair, produce(13, name, build_batch([SimpleRecord(key=b"k", value=b"a")])))
+    assert produce_error(answers) == ErrorCode.none
+    answers = pair.send(list_offsets(v, name, MAX_TIMESTAMP))
+    kafka, kafkernel = (a.topics[0].partitions[0] for a in (answers.kafka, answers.kafkernel))
+    if v < 7:
+        pair.assert_same(answers)
+        return
+    documented("D11")
+    assert (kafka.error_code, kafka.offset) == (ErrorCode.none, 0)
+    assert (kafkernel.error_code, kafkernel.offset) == (ErrorCode.none, -1)
+
+
 def list_by_timestamp(pair: Pair, v: int) -> None:
     name = with_records(pair, "lo-time", b"a", b"b")
     listed(pair, list_offsets(v, name, 0))
@@ -388,6 +405,7 @@ CASES: list[tuple[int, Case]] = [
     (LIST_OFFSETS, list_latest_and_earliest),
     (LIST_OFFSETS, list_max_timestamp),
     (LIST_OFFSETS, list_by_timestamp),
+    (LIST_OFFSETS, list_max_timestamp_of_records_without_one),
     (LIST_OFFSETS, list_tiered_storage_timestamps),
     (LIST_OFFSETS, list_offsets_of_an_unknown_topic),
     (LIST_OFFSETS, list_offsets_of_an_unknown_partition),
