@@ -82,10 +82,11 @@ KAFKA_INT_KEYS = frozenset({
     "log.flush.offset.checkpoint.interval.ms", "log.index.interval.bytes",
     "log.index.size.max.bytes", "min.insync.replicas", "socket.request.max.bytes",
     "segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
-    "fetch.max.bytes",
+    "fetch.max.bytes", "max.connections", "max.connections.per.ip",
 })
 # Keys Kafka declares as STRING that the settings schema reads as a list.
-KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map"})
+KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map",
+                               "max.connections.per.ip.overrides"})
 
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: broker keys that set the same thing,
 # in order of precedence.

@@ -374,6 +374,9 @@ SETUP_KEYS = frozenset({"broker.id", "listeners", "advertised.listeners",
 KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format",
                                  "logging.level"})  # D9
 RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
+# D12: the network limits (from the network branch: absent before it, then compared).
+NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
+                "max.connections.per.ip.overrides", "queued.max.request.bytes")
 
 
 def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
@@ -383,10 +386,11 @@ def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
     answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", keys, synonyms=True,
                                          documentation=v >= 3))
     answers = drop_configs(answers, "D3", ("min.insync.replicas",))
-    pair.assert_same(drop_configs(answers, "D10", RUNTIME_KEYS), ignore=DOCUMENTATION)
-    assert len(answers.kafka.results[0].configs) == len(keys) - 1
+    answers = drop_configs(answers, "D10", RUNTIME_KEYS)
+    pair.assert_same(drop_configs(answers, "D12", NETWORK_KEYS), ignore=DOCUMENTATION)
+    assert len(answers.kafka.results[0].configs) == len(keys) - 1 - len(RUNTIME_KEYS)
     # Of the keys left out above, the type (v3+) and sensitivity are still Kafka's.
-    others = tuple(sorted(SETUP_KEYS | set(RUNTIME_KEYS)))
+    others = tuple(sorted(SETUP_KEYS | set(RUNTIME_KEYS) | (set(NETWORK_KEYS) & set(keys))))
     answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", others))
     kinds = [{c.name: (getattr(c, "config_type", None), c.is_sensitive)
               for c in answer.results[0].configs} for answer in (answers.kafka,
