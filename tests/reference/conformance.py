@@ -154,9 +154,10 @@ Case = Callable[[Pair, int], None]
 
 def cases(*entries: tuple[int, Case]) -> list[Any]:
     """pytest params (api_key, version, case) of every version each case's key
-    advertises, with ids such as ``Metadata-v4-unknown_topic``."""
+    advertises, with ids such as ``Metadata-v4-unknown_topic``. Cases of a key not in
+    ADVERTISED wait for it (written ahead of a merge that brings the API)."""
     return [pytest.param(key, version, fn, id=f"{api_name(key)}-v{version}-{fn.__name__}")
-            for key, fn in entries for version in versions(key)]
+            for key, fn in entries if key in ADVERTISED for version in versions(key)]
 
 
 def api_name(api_key: int) -> str:

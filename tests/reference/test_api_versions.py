@@ -208,7 +208,7 @@ def test_every_advertised_key_has_conformance_cases() -> None:
                                                    test_conformance_log,
                                                    test_conformance_topics)
                                 for key, _ in module.CASES}
-    assert covered == set(ADVERTISED)
+    assert covered >= set(ADVERTISED)
 
 
 def test_every_listed_difference_is_shown_by_a_test() -> None:

@@ -34,6 +34,7 @@ from tests.reference.diff import Answers, Pair
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
+DESCRIBE_TOPIC_PARTITIONS = 75
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # D3: the source of min.insync.replicas; D4: the topic configs Kafkernel does not know.
 UNKNOWN_TOPIC_CONFIGS = (
@@ -535,6 +536,37 @@ def describe_cluster_controllers(pair: Pair, v: int) -> None:
     pair.compare(body(DESCRIBE_CLUSTER, v, endpoint_type=2 if v >= 1 else 1))
 
 
+# -- DescribeTopicPartitions (KIP-966) ---------------------------------------------------------
+
+def describe_topic_partitions(v: int, *names: str, limit: int = 2000,
+                              cursor: tuple[str, int] | None = None) -> Any:
+    return body(DESCRIBE_TOPIC_PARTITIONS, v, response_partition_limit=limit,
+                topics=tuple(part(DESCRIBE_TOPIC_PARTITIONS, v, "TopicRequest", name=n)
+                             for n in names),
+                cursor=None if cursor is None else part(
+                    DESCRIBE_TOPIC_PARTITIONS, v, "Cursor", topic_name=cursor[0],
+                    partition_index=cursor[1]))
+
+
+def describe_topic_partitions_of_topics(pair: Pair, v: int) -> None:
+    a, b = unique("dtp-a"), unique("dtp-b")
+    create_topic(pair, a, partitions=3)
+    create_topic(pair, b)
+    pair.compare(describe_topic_partitions(v, a, b), ordered=True)
+
+
+def describe_topic_partitions_by_pages(pair: Pair, v: int) -> None:
+    a, b = unique("dtp-page-a"), unique("dtp-page-b")
+    create_topic(pair, a, partitions=3)
+    create_topic(pair, b, partitions=2)
+    pair.compare(describe_topic_partitions(v, a, b, limit=2), ordered=True)
+    pair.compare(describe_topic_partitions(v, a, b, limit=2, cursor=(a, 2)), ordered=True)
+
+
+def describe_topic_partitions_of_unknown_and_invalid_names(pair: Pair, v: int) -> None:
+    pair.compare(describe_topic_partitions(v, unique("dtp-unknown"), "bad/name"))
+
+
 CASES: list[tuple[int, Case]] = [
     (METADATA, metadata_of_a_topic),
     (METADATA, metadata_with_authorized_operations),
@@ -590,6 +622,9 @@ CASES: list[tuple[int, Case]] = [
     (DESCRIBE_CLUSTER, describe_cluster),
     (DESCRIBE_CLUSTER, describe_cluster_with_authorized_operations),
     (DESCRIBE_CLUSTER, describe_cluster_controllers),
+    (DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions_of_topics),
+    (DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions_by_pages),
+    (DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions_of_unknown_and_invalid_names),
 ]
 
 
