@@ -22,12 +22,12 @@ MAX_VERSION = 4
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def _api_keys(module: Any, registry: ApiRegistry) -> tuple[Any, ...]:
+def _api_keys(module: Any, registry: ApiRegistry, only: int | None = None) -> tuple[Any, ...]:
     return tuple(
         module.ApiVersion(api_key=r.api_key,
                           min_version=r.advertised_min_version,
                           max_version=r.max_version)
-        for r in registry
+        for r in registry if only is None or r.api_key == only
     )
 
 
@@ -45,16 +45,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return make(
         m.ApiVersionsResponse,
         error_code=error,
-        api_keys=_api_keys(m, ctx.broker.routes),
+        # Kafka lists no API with INVALID_REQUEST (ApiVersionsRequest.getErrorResponse).
+        api_keys=_api_keys(m, ctx.broker.routes) if error == ErrorCode.none else (),
         throttle_time=datetime.timedelta(0),
     )
 
 
 def unsupported_version_response(correlation_id: int, registry: ApiRegistry) -> bytes:
     """Kafka's answer to an ApiVersions version it does not know: a v0 body with
-    UNSUPPORTED_VERSION and the supported ranges, so the client can retry lower."""
+    UNSUPPORTED_VERSION and ApiVersions' own range only, so the client can retry lower
+    (ApiVersionsRequest.getErrorResponse)."""
     m = response_module(API_KEY, 0)
     body = m.ApiVersionsResponse(
-        error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m, registry)
+        error_code=ErrorCode.unsupported_version,
+        api_keys=_api_keys(m, registry, only=API_KEY),
     )
     return encode_response(API_KEY, 0, correlation_id, body)

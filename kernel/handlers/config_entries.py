@@ -82,7 +82,11 @@ KAFKA_INT_KEYS = frozenset({
     "log.flush.offset.checkpoint.interval.ms", "log.index.interval.bytes",
     "log.index.size.max.bytes", "min.insync.replicas", "socket.request.max.bytes",
     "segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
+    "fetch.max.bytes", "max.connections", "max.connections.per.ip",
 })
+# Keys Kafka declares as STRING that the settings schema reads as a list.
+KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map",
+                               "max.connections.per.ip.overrides"})
 
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: broker keys that set the same thing,
 # in order of precedence.
@@ -104,6 +108,8 @@ def broker_synonyms(name: str) -> tuple[str, ...]:
 def config_type(key: ConfigKey) -> ConfigType:
     if key.name in KAFKA_INT_KEYS:
         return ConfigType.INT
+    if key.name in KAFKA_STRING_KEYS:
+        return ConfigType.STRING
     if key.sensitive:
         return ConfigType.PASSWORD
     return _TYPE_BY_NAME.get(key.type_name, ConfigType.UNKNOWN)

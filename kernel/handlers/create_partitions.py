@@ -74,8 +74,8 @@ def _added_partitions(topics: Any, image: ClusterImage) -> int:
 def _validate(topic: Any, image: ClusterImage) -> list[tuple[int, ...]] | None:
     current = image.topics.get(topic.name)
     if current is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                         "This server does not host this topic-partition.")
+        # Kafka's controller says no more (UnknownTopicOrPartitionException()).
+        raise KafkaError(ErrorCode.unknown_topic_or_partition)
     have = len(current.partitions)
     if topic.count == have:
         raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {have} partition(s).")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kernel.handlers.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
@@ -20,13 +21,6 @@ MAX_VERSION = 2
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
-# Kafka's "authorized operations not requested" sentinel.
-OPS_NOT_REQUESTED = -(2**31)
-# AclOperation codes that apply to the CLUSTER resource (AclEntry.supportedOperations).
-_CLUSTER_OPERATIONS = {
-    "CREATE": 5, "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10,
-    "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12,
-}
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -44,8 +38,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         message = ("The request was sent to an endpoint of type BROKER, but we wanted an "
                    "endpoint of type CONTROLLER" if known
                    else f"Unsupported endpoint type {endpoint_type}")
+        # Kafka's error answer keeps the default endpoint type, not the one asked for.
         return make(m.DescribeClusterResponse, throttle_time=datetime.timedelta(0),
-                    error_code=error, error_message=message, endpoint_type=endpoint_type,
+                    error_code=error, error_message=message, endpoint_type=ENDPOINT_BROKERS,
                     cluster_id=image.cluster_id, brokers=())
     operations = OPS_NOT_REQUESTED
     if request.include_cluster_authorized_operations:
@@ -70,12 +65,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+
 def _authorized_operations(ctx: RequestContext) -> int:
-    authorize = ctx.broker.plugins.authorize
-    if not authorize(ctx.session, "DESCRIBE", "CLUSTER", CLUSTER_NAME):
+    if not ctx.broker.plugins.authorize(ctx.session, "DESCRIBE", "CLUSTER", CLUSTER_NAME):
         return 0
-    bits = 0
-    for operation, code in _CLUSTER_OPERATIONS.items():
-        if authorize(ctx.session, operation, "CLUSTER", CLUSTER_NAME):
-            bits |= 1 << code
-    return bits
+    return authorized_operations(ctx, "CLUSTER", CLUSTER_NAME)

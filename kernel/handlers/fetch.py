@@ -99,7 +99,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     errors = any(s.error != ErrorCode.none for s in states)
     if total >= request.min_bytes or max_wait_ms <= 0 or errors or not states:
-        return _response(ctx, states)
+        return _response(ctx, request, states)
     return _long_poll(ctx, request, states, replica_id, max_wait_ms)
 
 
@@ -217,21 +217,34 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
                 s.error = e.error_code
                 s.partition = None
     _read_all(ctx, request, states, replica_id)
-    return _response(ctx, states)
+    return _response(ctx, request, states)
 
 
-def _response(ctx: RequestContext, states: list[FetchPartitionState]) -> Any:
+# Errors Kafka finds in the request before reading any log (KafkaApis.handleFetchRequest).
+_REFUSED_BEFORE_READ = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
+    ErrorCode.topic_authorization_failed,
+})
+
+
+def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionState]) -> Any:
+    read_committed = request.isolation_level == READ_COMMITTED
     m = response_module(API_KEY, ctx.api_version)
     hints = LeaderHints(ctx, m)
     by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
     for s in states:
+        failed = s.error != ErrorCode.none
         fields: dict[str, Any] = {
             "partition_index": s.index,
             "error_code": s.error,
-            "high_watermark": s.high_watermark,
-            "last_stable_offset": s.last_stable_offset,
-            "log_start_offset": s.log_start_offset,
-            "aborted_transactions": None if s.error != ErrorCode.none else (),
+            # As Kafka: a failed partition reports no offsets; aborted transactions are
+            # null for read_uncommitted, a list for read_committed, and an empty list
+            # for a partition refused before any read (FetchResponse.partitionResponse).
+            "high_watermark": -1 if failed else s.high_watermark,
+            "last_stable_offset": -1 if failed else s.last_stable_offset,
+            "log_start_offset": -1 if failed else s.log_start_offset,
+            "aborted_transactions": () if s.error in _REFUSED_BEFORE_READ or read_committed
+                                    else None,
             "preferred_read_replica": -1,
             "records": s.records,
         }

@@ -9,6 +9,7 @@ from typing import Any
 
 from kernel.handlers.partition_requests import answer_partitions
 from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.replica.partition import Partition
 from kernel.routing import RequestContext
 
@@ -23,6 +24,10 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
+# The version from which each special timestamp is served; Kafka answers an older
+# request naming one with UNSUPPORTED_VERSION for that partition.
+SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                 EARLIEST_PENDING_UPLOAD: 11}
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -32,6 +37,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
         log = partition.log
         ts = item.timestamp
+        if ctx.api_version < SINCE_VERSION.get(ts, 0):
+            raise KafkaError(ErrorCode.unsupported_version)
         if ts == LATEST:
             if not consumer:
                 offset = log.log_end_offset

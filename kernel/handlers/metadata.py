@@ -3,6 +3,7 @@ auto-creating requested topics when the broker and the request allow it."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from typing import Any
@@ -18,6 +19,8 @@ from kernel.cluster import (
     is_internal_topic,
     topic_name_problem,
 )
+from kernel.handlers.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
+from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
@@ -27,16 +30,18 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 
 ZERO_UUID = uuid.UUID(int=0)
-# Kafka's "authorized operations not requested" sentinel.
-OPS_NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     image = broker.metadata.image
     requested = request.topics
+    if requested and ctx.api_version < 12 and any(
+            t.name is None or getattr(t, "topic_id", None) not in (None, ZERO_UUID)
+            for t in requested):
+        return _refuse_topic_ids(ctx, requested)
     if requested is None or (ctx.api_version == 0 and not requested):
-        return _respond(ctx, image, _all_topics(ctx, image), [], [])
+        return _respond(ctx, request, image, _all_topics(ctx, image), [], [])
     names: list[str] = []
     unknown_ids: list[uuid.UUID | None] = []  # requested by an id that is not known
     for t in requested:
@@ -61,11 +66,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         creatable = [n for n in missing if broker.plugins.authorize(
             ctx.session, "CREATE", "TOPIC", n)]
         if creatable:
-            return _create_then_respond(ctx, names, unknown_ids, creatable)
-    return _respond(ctx, image, [], names, unknown_ids)
+            return _create_then_respond(ctx, request, names, unknown_ids, creatable)
+    return _respond(ctx, request, image, [], names, unknown_ids)
 
 
-async def _create_then_respond(ctx: RequestContext, names: list[str],
+async def _create_then_respond(ctx: RequestContext, request: Any, names: list[str],
                                unknown_ids: list[uuid.UUID | None], creatable: list[str]) -> Any:
     broker = ctx.broker
     cfg = broker.config
@@ -77,7 +82,7 @@ async def _create_then_respond(ctx: RequestContext, names: list[str],
         except KafkaError as e:
             if e.error_code != ErrorCode.topic_already_exists:
                 broker.log.warning("auto-create failed", topic=name, error=e.error_code.name)
-    return _respond(ctx, broker.metadata.image, [], names, unknown_ids)
+    return _respond(ctx, request, broker.metadata.image, [], names, unknown_ids)
 
 
 def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
@@ -86,18 +91,40 @@ def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
             if authorize(ctx.session, "DESCRIBE", "TOPIC", t.name)]
 
 
-def _respond(ctx: RequestContext, image: ClusterImage, topics: list[TopicImage],
+def _refuse_topic_ids(ctx: RequestContext, requested: Any) -> Any:
+    """Topic ids arrived in v10 but are served from v12: Kafka answers v10-11 requests
+    naming one with INVALID_REQUEST for every topic and no brokers."""
+    m = response_module(API_KEY, ctx.api_version)
+    topics = tuple(_error_topic(m, t.name, ErrorCode.invalid_request, t.topic_id)
+                   for t in requested)
+    return make(m.MetadataResponse, throttle_time=datetime.timedelta(0), brokers=(),
+                cluster_id=None, controller_id=-1, topics=topics,
+                cluster_authorized_operations=OPS_NOT_REQUESTED)
+
+
+def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: list[TopicImage],
              names: list[str], unknown_ids: list[uuid.UUID | None]) -> Any:
     m = response_module(API_KEY, ctx.api_version)
     authorize = ctx.broker.plugins.authorize
-    entries = [_topic(m, t, ErrorCode.none) for t in topics]
+
+    def topic_entry(t: TopicImage) -> Any:
+        entry = _topic(m, t, ErrorCode.none)
+        if getattr(request, "include_topic_authorized_operations", False):
+            entry = dataclasses.replace(
+                entry, topic_authorized_operations=authorized_operations(ctx, "TOPIC", t.name))
+        return entry
+
+    cluster_ops = OPS_NOT_REQUESTED
+    if getattr(request, "include_cluster_authorized_operations", False):  # v8-10
+        cluster_ops = authorized_operations(ctx, "CLUSTER", CLUSTER_NAME)
+    entries = [topic_entry(t) for t in topics]
     for topic_id in dict.fromkeys(unknown_ids):
         entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id, topic_id or ZERO_UUID))
     for name in dict.fromkeys(names):
         if not authorize(ctx.session, "DESCRIBE", "TOPIC", name):
             entries.append(_error_topic(m, name, ErrorCode.topic_authorization_failed))
         elif (topic := image.topics.get(name)) is not None:
-            entries.append(_topic(m, topic, ErrorCode.none))
+            entries.append(topic_entry(topic))
         elif topic_name_problem(name) is not None:
             entries.append(_error_topic(m, name, ErrorCode.invalid_topic_exception))
         else:
@@ -113,7 +140,7 @@ def _respond(ctx: RequestContext, image: ClusterImage, topics: list[TopicImage],
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         topics=tuple(entries),
-        cluster_authorized_operations=OPS_NOT_REQUESTED,
+        cluster_authorized_operations=cluster_ops,
         error_code=ErrorCode.none,
     )
 

@@ -105,6 +105,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 result.message = e.message
                 if isinstance(e, RecordValidationError):
                     result.record_errors = e.record_errors
+                    # Kafka reports it with record errors (processFailedRecord).
+                    result.log_start_offset = partition.log.log_start_offset
                 if e.error_code in _REFUSED_INPUT:
                     broker.log.warning("produce refused", topic=name, partition=data.index,
                                        error=e.error_code.name, reason=e.message)

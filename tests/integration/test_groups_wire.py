@@ -290,8 +290,9 @@ def test_admin_group_errors(broker: EmbeddedBroker) -> None:
                                   include_authorized_operations=True))
     assert [(g.error_code, g.group_state) for g in old.groups] == [
         (ErrorCode.none, "Dead"), (ErrorCode.none, "Stable")]
-    # READ, DELETE and DESCRIBE on the group (Kafka's AclOperation bits 3, 6, 8).
-    assert old.groups[1].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: Kafka 4's bits (3400).
+    assert old.groups[1].authorized_operations == (
+        (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11))
     locked = call(broker, DescribeV6(groups=("w-locked",), include_authorized_operations=False))
     assert locked.groups[0].error_code == ErrorCode.group_authorization_failed
 

@@ -5,10 +5,13 @@ brokers must differ, compared field by field.
 Normalised, and only these: the cluster id; the node's own id wherever a node id stands
 (other ids such as -1 are kept); the node's own host and port; topic ids other than the
 zero id; timestamps; throttle times; error-message text (whether there is one is kept;
-Kafka's empty message counts as none). Everything else must be equal. Lists of entities
-are compared as sets (Kafka gives topics and partitions in hash order) unless
-``ordered=True``. A test may leave out fields outside its concern with ``ignore``, dotted
-field names from the response down (``"topics.configs"``), saying why.
+Kafka's empty message counts as none); the random part of a generated member id
+(``<client id>-<uuid>``: the client id before it is kept). Everything else must be
+equal. Lists of entities are compared as sets (Kafka gives topics and partitions in hash
+order) unless ``ordered=True``. A test may leave out fields outside its concern with
+``ignore``, dotted field names from the response down (``"topics.configs"``), saying why;
+a field left out because the brokers differ names its entry in DIFFERENCES.md
+(``conformance.known``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import re
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -30,6 +34,9 @@ NODE_ID_FIELDS = frozenset({
     "offline_replicas", "eligible_leader_replicas", "last_known_elr", "coordinator_id",
 })
 ZERO_UUID = uuid.UUID(int=0)
+MEMBER_ID_FIELDS = frozenset({"member_id", "leader"})
+GENERATED_MEMBER_ID = re.compile(
+    r"^(.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # Fields naming an entity inside a list, used to pair list elements in a diff.
 IDENTITY_FIELDS = ("name", "topic_name", "resource_name", "partition_index", "key", "node_id",
                    "group_id", "topic")
@@ -137,6 +144,9 @@ def normalise(value: Any, side: Side, *, ordered: bool = False,
         return "<zero-uuid>" if value == ZERO_UUID else "<topic-id>"
     if name.startswith("throttle_time"):
         return "<throttle>"
+    if name in MEMBER_ID_FIELDS and isinstance(value, str) and (
+            generated := GENERATED_MEMBER_ID.match(value)):
+        return f"{generated.group(1)}-<uuid>"
     if name == "error_message":
         return "<message>" if value else None
     if "timestamp" in name and (isinstance(value, datetime.datetime)

@@ -61,3 +61,19 @@ def test_ignored_fields_are_left_out() -> None:
     assert_same(answer(KAFKA), KAFKA,
                 answer(KAFKERNEL, error=ErrorCode.unknown_topic_or_partition), KAFKERNEL,
                 ignore=("topics.error_code",))
+
+
+def test_a_generated_member_id_keeps_its_client_id() -> None:
+    from kio.schema.join_group.v9 import response as join_group
+
+    def joined(member_id: str) -> object:
+        return join_group.JoinGroupResponse(
+            throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, generation_id=1,
+            protocol_type="consumer", protocol_name="range", leader=member_id,
+            skip_assignment=False, member_id=member_id, members=())
+
+    assert_same(joined(f"app-{uuid.uuid4()}"), KAFKA, joined(f"app-{uuid.uuid4()}"), KAFKERNEL)
+    with pytest.raises(AssertionError, match=r"member_id: kafka='app-<uuid>' "
+                                             r"kafkernel='other-<uuid>'"):
+        assert_same(joined(f"app-{uuid.uuid4()}"), KAFKA, joined(f"other-{uuid.uuid4()}"),
+                    KAFKERNEL)

@@ -21,8 +21,10 @@ API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 6
 
-# Kafka's AclOperation codes of the operations a group supports, as bit positions.
-GROUP_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8}
+# Kafka's AclOperation codes of the operations a group supports, as bit positions
+# (Kafka 4 adds the group configs of KIP-848: DESCRIBE_CONFIGS, ALTER_CONFIGS).
+GROUP_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10,
+                    "ALTER_CONFIGS": 11}
 
 
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:

@@ -40,8 +40,10 @@ def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) 
         return make(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
                     coordinators=tuple(coordinators))
     error, message, node_id, host, port = _find(service, ctx, key_type, request.key)
+    # v1-3 carry Errors.message() even for NONE, which is the name "NONE".
     return make(m.FindCoordinatorResponse, throttle_time=datetime.timedelta(0),
-                error_code=error, error_message=message, node_id=node_id, host=host, port=port)
+                error_code=error, error_message=message if message is not None else "NONE",
+                node_id=node_id, host=host, port=port)
 
 
 def _find(service: GroupCoordinatorService, ctx: RequestContext, key_type: int,

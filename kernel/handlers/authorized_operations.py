@@ -1,0 +1,31 @@
+"""KIP-430 authorized operations: the bit field of AclOperation codes a principal may use
+on a resource, answered by Metadata and DescribeCluster when asked (DescribeGroups has
+the coordinator plugin's own)."""
+
+from __future__ import annotations
+
+from kernel.routing import RequestContext
+
+# Kafka's "authorized operations not requested" sentinel.
+OPS_NOT_REQUESTED = -(2**31)
+
+# AclOperation codes that apply to each resource type (AclEntry.supportedOperations).
+CLUSTER_OPERATIONS = {
+    "CREATE": 5, "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10,
+    "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12,
+}
+TOPIC_OPERATIONS = {
+    "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
+    "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
+}
+OPERATIONS = {"CLUSTER": CLUSTER_OPERATIONS, "TOPIC": TOPIC_OPERATIONS}
+
+
+def authorized_operations(ctx: RequestContext, resource_type: str, name: str) -> int:
+    """The bits of the operations on ``resource_type`` ``name`` that the session may use."""
+    authorize = ctx.broker.plugins.authorize
+    bits = 0
+    for operation, code in OPERATIONS[resource_type].items():
+        if authorize(ctx.session, operation, resource_type, name):
+            bits |= 1 << code
+    return bits

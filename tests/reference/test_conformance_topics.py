@@ -1,0 +1,635 @@
+"""Conformance of the topic and config APIs: Metadata, CreateTopics, DeleteTopics,
+CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and
+DescribeCluster, each case at every version Kafkernel advertises, sent to Kafka and to
+Kafkernel and compared field by field (tests/reference/diff.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kernel.config import BrokerConfig, schema_keys
+from tests.reference.conformance import (
+    BROKER_RESOURCE,
+    TIMEOUT,
+    TOPIC_RESOURCE,
+    ZERO_ID,
+    Case,
+    body,
+    cases,
+    create_topic,
+    documented,
+    drop_configs,
+    known,
+    led,
+    part,
+    topic_id_of,
+    unique,
+    wait_for,
+)
+from tests.reference.diff import Answers, Pair
+
+METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 32, 33, 44, 60
+DESCRIBE_TOPIC_PARTITIONS = 75
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# D3: the source of min.insync.replicas; D4: the topic configs Kafkernel does not know.
+UNKNOWN_TOPIC_CONFIGS = (
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "preallocate",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
+    "segment.jitter.ms")
+DOCUMENTATION = known("D5", "results.configs.documentation")
+
+
+def same_configs(pair: Pair, answers: Answers, *, ignore: tuple[str, ...] = ()) -> None:
+    """Equal but for D3 and D4."""
+    answers = drop_configs(answers, "D3", ("min.insync.replicas",))
+    pair.assert_same(drop_configs(answers, "D4", UNKNOWN_TOPIC_CONFIGS), ignore=ignore)
+
+
+# -- Metadata ------------------------------------------------------------------------------
+
+def metadata(v: int, *names: str, topic_ids: tuple[uuid.UUID, ...] = (),
+             auto_create: bool = False, authorized_operations: bool = False) -> Any:
+    topics = tuple(part(METADATA, v, "MetadataRequestTopic", name=n, topic_id=ZERO_ID)
+                   for n in names)
+    topics += tuple(part(METADATA, v, "MetadataRequestTopic", name=None, topic_id=i)
+                    for i in topic_ids)
+    return body(METADATA, v, topics=topics, allow_auto_topic_creation=auto_create,
+                include_cluster_authorized_operations=authorized_operations,
+                include_topic_authorized_operations=authorized_operations)
+
+
+def metadata_of_a_topic(pair: Pair, v: int) -> None:
+    name = unique("md")
+    create_topic(pair, name, partitions=3)
+    pair.compare(metadata(v, name))
+
+
+def metadata_with_authorized_operations(pair: Pair, v: int) -> None:
+    name = unique("md-ops")
+    create_topic(pair, name)
+    pair.compare(metadata(v, name, authorized_operations=True))
+
+
+def metadata_of_an_unknown_topic(pair: Pair, v: int) -> None:
+    """From v4 the request may forbid auto-creation; below, it always creates (D2)."""
+    if v < 4:
+        return metadata_with_auto_creation(pair, v)
+    answers = pair.compare(metadata(v, unique("md-unknown")))
+    assert answers.kafka.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+    return None
+
+
+def metadata_of_an_invalid_name(pair: Pair, v: int) -> None:
+    answers = pair.compare(metadata(v, "bad/name", auto_create=True))
+    assert answers.kafka.topics[0].error_code == ErrorCode.invalid_topic_exception
+
+
+def metadata_with_auto_creation(pair: Pair, v: int) -> None:
+    name = unique("md-auto")
+    answers = pair.send(metadata(v, name, auto_create=True))
+    documented("D2")  # Kafka: created in the background, unknown in this answer
+    assert answers.kafka.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+    assert answers.kafkernel.topics[0].error_code == ErrorCode.none
+    for side in (pair.kafka, pair.kafkernel):
+        wait_for(side, f"{name} is created", lambda s=side: led(s, name, 1))
+    pair.compare(metadata(v, name))
+
+
+def metadata_of_an_unknown_topic_id(pair: Pair, v: int) -> None:
+    """Ids are in the request from v10, served from v12; below, INVALID_REQUEST."""
+    if v < 10:
+        return metadata_of_an_unknown_topic(pair, v)
+    answers = pair.compare(metadata(v, topic_ids=(uuid.uuid4(),)))
+    assert answers.kafka.topics[0].error_code == (
+        ErrorCode.unknown_topic_id if v >= 12 else ErrorCode.invalid_request)
+    return None
+
+
+def metadata_of_a_known_topic_id(pair: Pair, v: int) -> None:
+    if v < 10:
+        return metadata_of_a_topic(pair, v)
+    name = unique("md-id")
+    create_topic(pair, name, partitions=2)
+    pair.assert_same(pair.each(lambda side: side.send(metadata(
+        v, topic_ids=(topic_id_of(side, name),)))))
+    return None
+
+
+# -- CreateTopics ---------------------------------------------------------------------------
+
+def creatable(v: int, name: str, partitions: int = 1, replication: int = 1,
+              configs: dict[str, str | None] | None = None,
+              assignments: dict[int, list[int]] | None = None) -> Any:
+    return part(CREATE_TOPICS, v, "CreatableTopic", name=name, num_partitions=partitions,
+                replication_factor=replication,
+                assignments=tuple(part(CREATE_TOPICS, v, "CreatableReplicaAssignment",
+                                       partition_index=p, broker_ids=tuple(b))
+                                  for p, b in (assignments or {}).items()),
+                configs=tuple(part(CREATE_TOPICS, v, "CreatableTopicConfig", name=k, value=x)
+                              for k, x in (configs or {}).items()))
+
+
+def create_topics(v: int, *topics: Any, validate_only: bool = False) -> Any:
+    return body(CREATE_TOPICS, v, topics=topics, timeout=TIMEOUT, validate_only=validate_only)
+
+
+def create_one(pair: Pair, v: int, topic: Any, expected: ErrorCode | None,
+               validate_only: bool = False) -> None:
+    answers = pair.send(create_topics(v, topic, validate_only=validate_only))
+    same_configs(pair, answers)
+    if expected is not None:
+        assert answers.kafka.topics[0].error_code == expected, answers.kafka
+
+
+def create_a_topic(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct"), partitions=3,
+                                  configs={"retention.ms": "3600000",
+                                           "cleanup.policy": "compact"}), ErrorCode.none)
+
+
+def create_with_defaults(pair: Pair, v: int) -> None:
+    """-1 partitions and replication factor: the broker's defaults (from v4, yet Kafka
+    takes them at every version)."""
+    create_one(pair, v, creatable(v, unique("ct-default"), partitions=-1, replication=-1),
+               ErrorCode.none)
+
+
+def create_validate_only(pair: Pair, v: int) -> None:
+    name = unique("ct-validate")
+    create_one(pair, v, creatable(v, name, partitions=2), ErrorCode.none, validate_only=True)
+    pair.compare(metadata(12, name))
+
+
+def create_with_assignments(pair: Pair, v: int) -> None:
+    name = unique("ct-assigned")
+    # Each side's own node id, which is 1 on both.
+    create_one(pair, v, creatable(v, name, partitions=-1, replication=-1,
+                                  assignments={0: [1], 1: [1]}), ErrorCode.none)
+
+
+def create_an_existing_topic(pair: Pair, v: int) -> None:
+    name = unique("ct-exists")
+    create_topic(pair, name)
+    create_one(pair, v, creatable(v, name), ErrorCode.topic_already_exists)
+
+
+def create_with_a_bad_replication_factor(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-rf"), replication=3),
+               ErrorCode.invalid_replication_factor)
+    create_one(pair, v, creatable(v, unique("ct-rf0"), replication=0),
+               ErrorCode.invalid_replication_factor)
+
+
+def create_with_bad_partitions(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-p0"), partitions=0),
+               ErrorCode.invalid_partitions)
+
+
+def create_with_an_unknown_config(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-cfg"), configs={"no.such.config": "1"}),
+               ErrorCode.invalid_config)
+
+
+def create_with_an_invalid_config_value(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-val"), configs={"retention.ms": "soon"}),
+               ErrorCode.invalid_config)
+    create_one(pair, v, creatable(v, unique("ct-val2"), configs={"cleanup.policy": "keep"}),
+               ErrorCode.invalid_config)
+
+
+def create_with_a_null_config_value(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-null"), configs={"retention.ms": None}),
+               ErrorCode.invalid_config)
+
+
+def create_with_assignments_and_partitions(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-both"), partitions=2,
+                                  assignments={0: [1], 1: [1]}), ErrorCode.invalid_request)
+
+
+def create_with_an_unknown_broker_in_assignments(pair: Pair, v: int) -> None:
+    create_one(pair, v, creatable(v, unique("ct-broker"), partitions=-1, replication=-1,
+                                  assignments={0: [7]}), ErrorCode.invalid_replica_assignment)
+
+
+def create_the_same_name_twice_in_one_request(pair: Pair, v: int) -> None:
+    name = unique("ct-twice")
+    answers = pair.compare(create_topics(v, creatable(v, name), creatable(v, name)))
+    assert {t.error_code for t in answers.kafka.topics} == {ErrorCode.invalid_request}
+
+
+# -- DeleteTopics ---------------------------------------------------------------------------
+
+def delete_topics(v: int, *names: str, topic_ids: tuple[uuid.UUID, ...] = ()) -> Any:
+    if v < 6:
+        return body(DELETE_TOPICS, v, topic_names=names, timeout=TIMEOUT)
+    states = tuple(part(DELETE_TOPICS, v, "DeleteTopicState", name=n, topic_id=ZERO_ID)
+                   for n in names)
+    states += tuple(part(DELETE_TOPICS, v, "DeleteTopicState", name=None, topic_id=i)
+                    for i in topic_ids)
+    return body(DELETE_TOPICS, v, topics=states, timeout=TIMEOUT)
+
+
+def delete_a_topic(pair: Pair, v: int) -> None:
+    name = unique("dt")
+    create_topic(pair, name)
+    answers = pair.compare(delete_topics(v, name))
+    assert answers.kafka.responses[0].error_code == ErrorCode.none
+
+
+def delete_a_topic_by_id(pair: Pair, v: int) -> None:
+    if v < 6:
+        return delete_a_topic(pair, v)
+    name = unique("dt-id")
+    create_topic(pair, name)
+    answers = pair.each(lambda side: side.send(delete_topics(v, topic_ids=(
+        topic_id_of(side, name),))))
+    pair.assert_same(answers)
+    assert answers.kafka.responses[0].error_code == ErrorCode.none
+    return None
+
+
+def delete_an_unknown_topic(pair: Pair, v: int) -> None:
+    answers = pair.compare(delete_topics(v, unique("dt-unknown")))
+    assert answers.kafka.responses[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def delete_an_unknown_topic_id(pair: Pair, v: int) -> None:
+    if v < 6:
+        return delete_an_unknown_topic(pair, v)
+    answers = pair.compare(delete_topics(v, topic_ids=(uuid.uuid4(),)))
+    assert answers.kafka.responses[0].error_code == ErrorCode.unknown_topic_id
+    return None
+
+
+# -- CreatePartitions ------------------------------------------------------------------------
+
+def create_partitions(v: int, name: str, count: int, *, validate_only: bool = False,
+                      assignments: list[list[int]] | None = None) -> Any:
+    return body(CREATE_PARTITIONS, v, timeout=TIMEOUT, validate_only=validate_only,
+                topics=(part(CREATE_PARTITIONS, v, "CreatePartitionsTopic", name=name,
+                             count=count, assignments=None if assignments is None else tuple(
+                                 part(CREATE_PARTITIONS, v, "CreatePartitionsAssignment",
+                                      broker_ids=tuple(a)) for a in assignments)),))
+
+
+def partitions_case(pair: Pair, v: int, count: int, expected: ErrorCode, *,
+                    initial: int = 2, validate_only: bool = False,
+                    assignments: list[list[int]] | None = None) -> None:
+    name = unique("cp")
+    create_topic(pair, name, partitions=initial)
+    answers = pair.compare(create_partitions(v, name, count, validate_only=validate_only,
+                                             assignments=assignments))
+    assert answers.kafka.results[0].error_code == expected, answers.kafka
+
+
+def add_partitions(pair: Pair, v: int) -> None:
+    partitions_case(pair, v, 4, ErrorCode.none)
+
+
+def add_partitions_validate_only(pair: Pair, v: int) -> None:
+    partitions_case(pair, v, 4, ErrorCode.none, validate_only=True)
+
+
+def add_partitions_with_assignments(pair: Pair, v: int) -> None:
+    partitions_case(pair, v, 3, ErrorCode.none, assignments=[[1]])
+
+
+def add_partitions_with_wrong_assignments(pair: Pair, v: int) -> None:
+    partitions_case(pair, v, 4, ErrorCode.invalid_replica_assignment, assignments=[[1]])
+
+
+def add_partitions_to_fewer(pair: Pair, v: int) -> None:
+    partitions_case(pair, v, 1, ErrorCode.invalid_partitions)
+
+
+def add_partitions_to_the_same_count(pair: Pair, v: int) -> None:
+    partitions_case(pair, v, 2, ErrorCode.invalid_partitions)
+
+
+def add_partitions_to_an_unknown_topic(pair: Pair, v: int) -> None:
+    answers = pair.compare(create_partitions(v, unique("cp-unknown"), 3))
+    assert answers.kafka.results[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+# -- DescribeConfigs ------------------------------------------------------------------------
+
+def describe_configs(v: int, resource_type: int, name: str,
+                     keys: tuple[str, ...] | None = None, synonyms: bool = False,
+                     documentation: bool = False) -> Any:
+    return body(DESCRIBE_CONFIGS, v, include_synonyms=synonyms,
+                include_documentation=documentation,
+                resources=(part(DESCRIBE_CONFIGS, v, "DescribeConfigsResource",
+                                resource_type=resource_type, resource_name=name,
+                                configuration_keys=keys),))
+
+
+TOPIC_KEYS = ("cleanup.policy", "retention.ms", "segment.bytes", "max.message.bytes",
+              "min.insync.replicas", "compression.type", "message.timestamp.type")
+
+
+def describe_named_topic_configs(pair: Pair, v: int) -> None:
+    name = unique("dc")
+    create_topic(pair, name, configs={"retention.ms": "3600000"})
+    answers = pair.send(describe_configs(v, TOPIC_RESOURCE, name, TOPIC_KEYS, synonyms=True,
+                                         documentation=True))
+    same_configs(pair, answers, ignore=DOCUMENTATION)
+
+
+def describe_all_topic_configs(pair: Pair, v: int) -> None:
+    name = unique("dc-all")
+    create_topic(pair, name, configs={"cleanup.policy": "compact"})
+    same_configs(pair, pair.send(describe_configs(v, TOPIC_RESOURCE, name)))
+
+
+def describe_configs_of_an_unknown_topic(pair: Pair, v: int) -> None:
+    answers = pair.compare(describe_configs(v, TOPIC_RESOURCE, unique("dc-unknown")))
+    assert answers.kafka.results[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def describe_an_unknown_config_key(pair: Pair, v: int) -> None:
+    name = unique("dc-key")
+    create_topic(pair, name)
+    pair.compare(describe_configs(v, TOPIC_RESOURCE, name, ("no.such.config",)))
+
+
+def describe_named_broker_configs(pair: Pair, v: int) -> None:
+    """Keys the reference Kafka's server.properties leaves at their defaults."""
+    pair.compare(describe_configs(v, BROKER_RESOURCE, "1",
+                                  ("log.retention.hours", "log.segment.bytes",
+                                   "auto.create.topics.enable", "message.max.bytes"),
+                                  synonyms=True))
+
+
+# Set by the reference's server.properties or by the test harness: each broker's setup.
+SETUP_KEYS = frozenset({"broker.id", "listeners", "advertised.listeners",
+                        "listener.security.protocol.map", "log.dirs", "num.partitions"})
+KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format",
+                                 "logging.level"})  # D9
+RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
+# D12: the network limits (from the network branch: absent before it, then compared).
+NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
+                "max.connections.per.ip.overrides", "queued.max.request.bytes")
+
+
+def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
+    documented("D9")
+    keys = tuple(sorted(k.name for k in schema_keys(BrokerConfig).values()
+                        if k.name not in SETUP_KEYS | KAFKERNEL_ONLY_KEYS))
+    answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", keys, synonyms=True,
+                                         documentation=v >= 3))
+    answers = drop_configs(answers, "D3", ("min.insync.replicas",))
+    answers = drop_configs(answers, "D10", RUNTIME_KEYS)
+    pair.assert_same(drop_configs(answers, "D12", NETWORK_KEYS), ignore=DOCUMENTATION)
+    assert len(answers.kafka.results[0].configs) == len(keys) - 1 - len(RUNTIME_KEYS)
+    # Of the keys left out above, the type (v3+) and sensitivity are still Kafka's.
+    others = tuple(sorted(SETUP_KEYS | set(RUNTIME_KEYS) | (set(NETWORK_KEYS) & set(keys))))
+    answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", others))
+    kinds = [{c.name: (getattr(c, "config_type", None), c.is_sensitive)
+              for c in answer.results[0].configs} for answer in (answers.kafka,
+                                                                 answers.kafkernel)]
+    assert kinds[0] == kinds[1]
+
+
+def describe_configs_of_another_broker(pair: Pair, v: int) -> None:
+    answers = pair.compare(describe_configs(v, BROKER_RESOURCE, "7", ("num.partitions",)))
+    assert answers.kafka.results[0].error_code != ErrorCode.none
+
+
+def describe_configs_of_an_unknown_resource_type(pair: Pair, v: int) -> None:
+    pair.compare(describe_configs(v, 99, "x"))
+
+
+# -- AlterConfigs and IncrementalAlterConfigs -------------------------------------------------
+
+def alter_configs(v: int, name: str, configs: dict[str, str | None], *,
+                  validate_only: bool = False, resource_type: int = TOPIC_RESOURCE) -> Any:
+    return body(ALTER_CONFIGS, v, validate_only=validate_only, resources=(part(
+        ALTER_CONFIGS, v, "AlterConfigsResource", resource_type=resource_type,
+        resource_name=name, configs=tuple(part(ALTER_CONFIGS, v, "AlterableConfig", name=k,
+                                               value=x) for k, x in configs.items())),))
+
+
+def incremental(v: int, name: str, *ops: tuple[str, int, str | None],
+                validate_only: bool = False, resource_type: int = TOPIC_RESOURCE) -> Any:
+    return body(INCREMENTAL_ALTER_CONFIGS, v, validate_only=validate_only, resources=(part(
+        INCREMENTAL_ALTER_CONFIGS, v, "AlterConfigsResource", resource_type=resource_type,
+        resource_name=name, configs=tuple(part(
+            INCREMENTAL_ALTER_CONFIGS, v, "AlterableConfig", name=k, config_operation=op,
+            value=x) for k, op, x in ops)),))
+
+
+def altered(pair: Pair, request: Any, expected: ErrorCode, check: str | None = None) -> None:
+    answers = pair.compare(request)
+    assert answers.kafka.responses[0].error_code == expected, answers.kafka
+    if check is not None:
+        same_configs(pair, pair.send(describe_configs(4, TOPIC_RESOURCE, check, TOPIC_KEYS)))
+
+
+def alter_topic_configs(pair: Pair, v: int) -> None:
+    name = unique("ac")
+    create_topic(pair, name, configs={"cleanup.policy": "compact"})
+    altered(pair, alter_configs(v, name, {"retention.ms": "1000", "segment.bytes": "1048576"}),
+            ErrorCode.none, check=name)
+
+
+def alter_topic_configs_validate_only(pair: Pair, v: int) -> None:
+    name = unique("ac-validate")
+    create_topic(pair, name)
+    altered(pair, alter_configs(v, name, {"retention.ms": "1000"}, validate_only=True),
+            ErrorCode.none, check=name)
+
+
+def alter_configs_of_an_unknown_topic(pair: Pair, v: int) -> None:
+    altered(pair, alter_configs(v, unique("ac-unknown"), {"retention.ms": "1"}),
+            ErrorCode.unknown_topic_or_partition)
+
+
+def alter_an_unknown_config(pair: Pair, v: int) -> None:
+    name = unique("ac-key")
+    create_topic(pair, name)
+    altered(pair, alter_configs(v, name, {"no.such.config": "1"}), ErrorCode.invalid_config)
+
+
+def alter_to_an_invalid_value(pair: Pair, v: int) -> None:
+    name = unique("ac-value")
+    create_topic(pair, name)
+    altered(pair, alter_configs(v, name, {"retention.ms": "soon"}), ErrorCode.invalid_config)
+    altered(pair, alter_configs(v, name, {"min.insync.replicas": "0"}),
+            ErrorCode.invalid_config, check=name)
+
+
+def increment_topic_configs(pair: Pair, v: int) -> None:
+    name = unique("iac")
+    create_topic(pair, name, configs={"retention.ms": "1000"})
+    altered(pair, incremental(v, name, ("segment.bytes", SET, "1048576"),
+                              ("retention.ms", DELETE, None),
+                              ("cleanup.policy", APPEND, "compact")),
+            ErrorCode.none, check=name)
+    altered(pair, incremental(v, name, ("cleanup.policy", SUBTRACT, "delete")),
+            ErrorCode.none, check=name)
+
+
+def increment_validate_only(pair: Pair, v: int) -> None:
+    name = unique("iac-validate")
+    create_topic(pair, name)
+    altered(pair, incremental(v, name, ("retention.ms", SET, "1000"), validate_only=True),
+            ErrorCode.none, check=name)
+
+
+def increment_configs_of_an_unknown_topic(pair: Pair, v: int) -> None:
+    altered(pair, incremental(v, unique("iac-unknown"), ("retention.ms", SET, "1")),
+            ErrorCode.unknown_topic_or_partition)
+
+
+def increment_an_unknown_config(pair: Pair, v: int) -> None:
+    name = unique("iac-key")
+    create_topic(pair, name)
+    altered(pair, incremental(v, name, ("no.such.config", SET, "1")), ErrorCode.invalid_config)
+
+
+def increment_to_an_invalid_value(pair: Pair, v: int) -> None:
+    name = unique("iac-value")
+    create_topic(pair, name)
+    altered(pair, incremental(v, name, ("retention.ms", SET, "soon")), ErrorCode.invalid_config)
+
+
+def increment_with_an_invalid_operation(pair: Pair, v: int) -> None:
+    name = unique("iac-op")
+    create_topic(pair, name)
+    altered(pair, incremental(v, name, ("retention.ms", APPEND, "1")), ErrorCode.invalid_config)
+    answers = pair.send(incremental(v, name, ("retention.ms", 9, "1")))
+    documented("D6")
+    assert answers.kafka.responses[0].error_code == ErrorCode.unknown_server_error
+    assert answers.kafkernel.responses[0].error_code == ErrorCode.invalid_request
+
+
+def increment_the_same_key_twice(pair: Pair, v: int) -> None:
+    name = unique("iac-twice")
+    create_topic(pair, name)
+    altered(pair, incremental(v, name, ("retention.ms", SET, "1"), ("retention.ms", SET, "2")),
+            ErrorCode.invalid_request)
+
+
+# -- DescribeCluster ------------------------------------------------------------------------
+
+def describe_cluster(pair: Pair, v: int) -> None:
+    pair.compare(body(DESCRIBE_CLUSTER, v, include_cluster_authorized_operations=False,
+                      endpoint_type=1, include_fenced_brokers=True))
+
+
+def describe_cluster_with_authorized_operations(pair: Pair, v: int) -> None:
+    pair.compare(body(DESCRIBE_CLUSTER, v, include_cluster_authorized_operations=True,
+                      endpoint_type=1))
+
+
+def describe_cluster_controllers(pair: Pair, v: int) -> None:
+    """Endpoint type 2 (controllers, v1+) is refused by a broker listener."""
+    pair.compare(body(DESCRIBE_CLUSTER, v, endpoint_type=2 if v >= 1 else 1))
+
+
+# -- DescribeTopicPartitions (KIP-966) ---------------------------------------------------------
+
+def describe_topic_partitions(v: int, *names: str, limit: int = 2000,
+                              cursor: tuple[str, int] | None = None) -> Any:
+    return body(DESCRIBE_TOPIC_PARTITIONS, v, response_partition_limit=limit,
+                topics=tuple(part(DESCRIBE_TOPIC_PARTITIONS, v, "TopicRequest", name=n)
+                             for n in names),
+                cursor=None if cursor is None else part(
+                    DESCRIBE_TOPIC_PARTITIONS, v, "Cursor", topic_name=cursor[0],
+                    partition_index=cursor[1]))
+
+
+def describe_topic_partitions_of_topics(pair: Pair, v: int) -> None:
+    a, b = unique("dtp-a"), unique("dtp-b")
+    create_topic(pair, a, partitions=3)
+    create_topic(pair, b)
+    pair.compare(describe_topic_partitions(v, a, b), ordered=True)
+
+
+def describe_topic_partitions_by_pages(pair: Pair, v: int) -> None:
+    a, b = unique("dtp-page-a"), unique("dtp-page-b")
+    create_topic(pair, a, partitions=3)
+    create_topic(pair, b, partitions=2)
+    pair.compare(describe_topic_partitions(v, a, b, limit=2), ordered=True)
+    pair.compare(describe_topic_partitions(v, a, b, limit=2, cursor=(a, 2)), ordered=True)
+
+
+def describe_topic_partitions_of_unknown_and_invalid_names(pair: Pair, v: int) -> None:
+    pair.compare(describe_topic_partitions(v, unique("dtp-unknown"), "bad/name"))
+
+
+CASES: list[tuple[int, Case]] = [
+    (METADATA, metadata_of_a_topic),
+    (METADATA, metadata_with_authorized_operations),
+    (METADATA, metadata_of_an_unknown_topic),
+    (METADATA, metadata_of_an_invalid_name),
+    (METADATA, metadata_with_auto_creation),
+    (METADATA, metadata_of_an_unknown_topic_id),
+    (METADATA, metadata_of_a_known_topic_id),
+    (CREATE_TOPICS, create_a_topic),
+    (CREATE_TOPICS, create_with_defaults),
+    (CREATE_TOPICS, create_validate_only),
+    (CREATE_TOPICS, create_with_assignments),
+    (CREATE_TOPICS, create_an_existing_topic),
+    (CREATE_TOPICS, create_with_a_bad_replication_factor),
+    (CREATE_TOPICS, create_with_bad_partitions),
+    (CREATE_TOPICS, create_with_an_unknown_config),
+    (CREATE_TOPICS, create_with_an_invalid_config_value),
+    (CREATE_TOPICS, create_with_a_null_config_value),
+    (CREATE_TOPICS, create_with_assignments_and_partitions),
+    (CREATE_TOPICS, create_with_an_unknown_broker_in_assignments),
+    (CREATE_TOPICS, create_the_same_name_twice_in_one_request),
+    (DELETE_TOPICS, delete_a_topic),
+    (DELETE_TOPICS, delete_a_topic_by_id),
+    (DELETE_TOPICS, delete_an_unknown_topic),
+    (DELETE_TOPICS, delete_an_unknown_topic_id),
+    (CREATE_PARTITIONS, add_partitions),
+    (CREATE_PARTITIONS, add_partitions_validate_only),
+    (CREATE_PARTITIONS, add_partitions_with_assignments),
+    (CREATE_PARTITIONS, add_partitions_with_wrong_assignments),
+    (CREATE_PARTITIONS, add_partitions_to_fewer),
+    (CREATE_PARTITIONS, add_partitions_to_the_same_count),
+    (CREATE_PARTITIONS, add_partitions_to_an_unknown_topic),
+    (DESCRIBE_CONFIGS, describe_named_topic_configs),
+    (DESCRIBE_CONFIGS, describe_all_topic_configs),
+    (DESCRIBE_CONFIGS, describe_configs_of_an_unknown_topic),
+    (DESCRIBE_CONFIGS, describe_an_unknown_config_key),
+    (DESCRIBE_CONFIGS, describe_named_broker_configs),
+    (DESCRIBE_CONFIGS, describe_every_broker_config_kafkernel_has),
+    (DESCRIBE_CONFIGS, describe_configs_of_another_broker),
+    (DESCRIBE_CONFIGS, describe_configs_of_an_unknown_resource_type),
+    (ALTER_CONFIGS, alter_topic_configs),
+    (ALTER_CONFIGS, alter_topic_configs_validate_only),
+    (ALTER_CONFIGS, alter_configs_of_an_unknown_topic),
+    (ALTER_CONFIGS, alter_an_unknown_config),
+    (ALTER_CONFIGS, alter_to_an_invalid_value),
+    (INCREMENTAL_ALTER_CONFIGS, increment_topic_configs),
+    (INCREMENTAL_ALTER_CONFIGS, increment_validate_only),
+    (INCREMENTAL_ALTER_CONFIGS, increment_configs_of_an_unknown_topic),
+    (INCREMENTAL_ALTER_CONFIGS, increment_an_unknown_config),
+    (INCREMENTAL_ALTER_CONFIGS, increment_to_an_invalid_value),
+    (INCREMENTAL_ALTER_CONFIGS, increment_with_an_invalid_operation),
+    (INCREMENTAL_ALTER_CONFIGS, increment_the_same_key_twice),
+    (DESCRIBE_CLUSTER, describe_cluster),
+    (DESCRIBE_CLUSTER, describe_cluster_with_authorized_operations),
+    (DESCRIBE_CLUSTER, describe_cluster_controllers),
+    (DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions_of_topics),
+    (DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions_by_pages),
+    (DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions_of_unknown_and_invalid_names),
+]
+
+
+@pytest.mark.parametrize(("api_key", "version", "case"), cases(*CASES))
+def test_conformance(shared: Pair, api_key: int, version: int, case: Case) -> None:
+    case(shared, version)
+
+
