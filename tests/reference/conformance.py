@@ -53,6 +53,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     44: (0, 1),   # IncrementalAlterConfigs
     47: (0, 0),   # OffsetDelete
     60: (0, 2),   # DescribeCluster
+    75: (0, 0),   # DescribeTopicPartitions
 }
 
 TIMEOUT = datetime.timedelta(seconds=10)

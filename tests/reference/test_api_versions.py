@@ -70,7 +70,6 @@ GAPS: dict[int, str] = {
     68: "not planned yet: KIP-848 consumer groups (the classic protocol is served)",
     69: "not planned yet: KIP-848 consumer groups",
     74: "not planned yet: listing config resources (KIP-1142)",
-    75: "not planned yet: Metadata serves topic partitions",
     76: "not planned: share groups (KIP-932)",
     77: "not planned: share groups (KIP-932)",
     78: "not planned: share groups (KIP-932)",
