@@ -32,6 +32,9 @@ def fsync_dir(directory: Path) -> None:
 
 
 def fsync_path(path: Path) -> None:
+    """fsync a file by name: also writes back pages dirtied through a mapping that has
+    been closed since. A file gone meanwhile (deleted, renamed for deletion) has
+    nothing left to make durable."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:

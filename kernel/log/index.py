@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+from kernel.log.checkpoint import fsync_path
+
 WARM_SECTION_BYTES = 8192  # Kafka's warm section: touched by every tail lookup
 
 _OFFSET_ENTRY = struct.Struct(">II")
@@ -44,20 +46,6 @@ class OffsetPosition(NamedTuple):
 class TimestampOffset(NamedTuple):
     timestamp: int
     offset: int
-
-
-def fsync_file(path: Path) -> None:
-    """fsync a file by name: also writes back pages dirtied through a mapping that has
-    been closed since. A file gone meanwhile (deleted, renamed for deletion) has
-    nothing left to make durable."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _MmapIndex:
@@ -190,7 +178,7 @@ class _MmapIndex:
     def flush(self) -> None:
         """fsync the dirty pages; safe from a worker thread (releases the GIL), also
         after the event loop closed the index."""
-        fsync_file(self.path)
+        fsync_path(self.path)
 
     def _close_files(self) -> None:
         self._open = False

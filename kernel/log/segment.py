@@ -22,12 +22,12 @@ from pathlib import Path
 import crc32c as _crc32c
 
 from kernel.libc import libc_function
+from kernel.log.checkpoint import fsync_path
 from kernel.log.index import (
     CorruptIndexError,
     OffsetIndex,
     TimeIndex,
     TimestampOffset,
-    fsync_file,
 )
 from kernel.log.records import (
     ATTRIBUTES_OFFSET,
@@ -722,15 +722,15 @@ class LogSegment:
         with self._fd_lock:  # a copy: the event loop may close the segment's own fd
             fd = os.dup(self._fd) if self._fd >= 0 else -1
         if fd < 0:
-            fsync_file(self.log_path)
+            fsync_path(self.log_path)
         else:
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
         # by name: the indexes may have been closed since they were written
-        fsync_file(self.index_path)
-        fsync_file(self.time_index_path)
+        fsync_path(self.index_path)
+        fsync_path(self.time_index_path)
 
     def close(self) -> None:
         if self._closed:

@@ -80,7 +80,8 @@ def _uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     raise MalformedFrame(f"bad varint at byte {pos}")
 
 
-def _uvarint_bytes(value: int) -> bytes:
+def encode_uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -133,7 +134,7 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
                 raise MalformedFrame(f"tagged field {tag} at byte {field_at} is not {size} bytes")
             pos += size
         if unknown:
-            edits.append((count_at, count_end, _uvarint_bytes(kept)))
+            edits.append((count_at, count_end, encode_uvarint(kept)))
             edits.extend(unknown)
         return pos
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import struct
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
@@ -12,7 +11,14 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame, request
+from tests.integration.wire import (
+    closed_by_broker,
+    connect,
+    decode_response,
+    encode_request,
+    recv_frame,
+    request,
+)
 
 
 def _api_versions_ok(bootstrap: str) -> None:
@@ -27,18 +33,10 @@ def _api_versions_ok(bootstrap: str) -> None:
         assert any(k.api_key == 3 for k in body.api_keys)
 
 
-def _closed_by_broker(sock: socket.socket) -> bool:
-    sock.settimeout(5)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-
-
 def test_garbage_bytes_close_the_connection(broker: EmbeddedBroker) -> None:
     with connect(broker.bootstrap) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _api_versions_ok(broker.bootstrap)
 
 
@@ -46,10 +44,10 @@ def test_frame_over_the_size_limit_closes(broker_factory) -> None:  # type: igno
     b = broker_factory({"socket.request.max.bytes": 1024})
     with connect(b.bootstrap) as sock:
         sock.sendall(struct.pack(">i", 4096) + b"\x00" * 64)
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     with connect(b.bootstrap) as sock:
         sock.sendall(struct.pack(">i", -5))
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _api_versions_ok(b.bootstrap)
 
 
@@ -73,7 +71,7 @@ def test_unknown_api_key_closes(broker: EmbeddedBroker) -> None:
     with connect(broker.bootstrap) as sock:
         payload = struct.pack(">hhih", 999, 0, 1, -1)
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _api_versions_ok(broker.bootstrap)
 
 
@@ -81,7 +79,7 @@ def test_unsupported_version_closes(broker: EmbeddedBroker) -> None:
     with connect(broker.bootstrap) as sock:
         payload = struct.pack(">hhih", 3, 99, 1, -1)  # Metadata v99
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _api_versions_ok(broker.bootstrap)
 
 
@@ -95,7 +93,7 @@ def test_produce_is_advertised_from_v0_but_v0_to_v2_are_refused(broker: Embedded
         with connect(broker.bootstrap) as sock:
             payload = struct.pack(">hhih", 0, version, 1, -1) + struct.pack(">hii", 1, 1000, 0)
             sock.sendall(struct.pack(">i", len(payload)) + payload)
-            assert _closed_by_broker(sock), version
+            assert closed_by_broker(sock), version
     _api_versions_ok(broker.bootstrap)
 
 
@@ -122,7 +120,7 @@ def test_malformed_body_closes(broker: EmbeddedBroker) -> None:
         # Claim a topics array of 1000 entries that is not there.
         payload = good[4:-4] + struct.pack(">i", 1000)
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _api_versions_ok(broker.bootstrap)
 
 
@@ -154,4 +152,4 @@ def test_idle_connections_are_closed(broker_factory) -> None:  # type: ignore[no
     with connect(b.bootstrap) as sock:
         sock.sendall(encode_request(ApiVersionsV0()))
         assert recv_frame(sock) is not None
-        assert _closed_by_broker(sock)  # nothing more sent: closed after ~300 ms idle
+        assert closed_by_broker(sock)  # nothing more sent: closed after ~300 ms idle

@@ -20,19 +20,18 @@ from kio.schema.produce.v9.request import (
 from kernel.log.records import SimpleRecord, build_batch
 from kernel.testing.embedded import EmbeddedBroker
 from tests.broker_process import BrokerProcess
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame, request
+from tests.integration.wire import (
+    closed_by_broker,
+    connect,
+    decode_response,
+    encode_request,
+    recv_frame,
+    request,
+)
 
 # Metadata v12 whose compact topics array claims 2^32-2 topics: kio asked for 34 GB and
 # the broker process aborted.
 HUGE_TOPICS_ARRAY = bytes.fromhex("000000150003000c00000001000570726f626500ffffffff0f")
-
-
-def closed_by_broker(sock: socket.socket) -> bool:
-    sock.settimeout(5)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def test_a_25_byte_request_claiming_2_to_the_32_topics_is_refused(tmp_path: Path) -> None:

@@ -20,7 +20,13 @@ from bench.procfs import sample
 from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_crash_recovery import free_port, served
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.integration.wire import (
+    closed_by_broker,
+    connect,
+    decode_response,
+    encode_request,
+    recv_frame,
+)
 
 MIB = 1024 * 1024
 
@@ -36,14 +42,6 @@ def _answered(sock: socket.socket, correlation_id: int, timeout: float = 5.0) ->
     assert frame is not None, "the broker closed the connection"
     assert decode_response(frame, 18, 0)[0] == correlation_id
     return True
-
-
-def _closed_by_broker(sock: socket.socket) -> bool:
-    sock.settimeout(5)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def _eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -186,7 +184,7 @@ def test_max_connections_per_ip_closes_the_extra_connection(
     try:
         assert _answered(first, 1) and _answered(second, 2)
         with connect(b.bootstrap) as third:
-            assert _closed_by_broker(third)
+            assert closed_by_broker(third)
         assert _answered(first, 3) and _answered(second, 4)
         assert b.broker is not None
         assert b.broker.metrics.registry.get_sample_value(
@@ -213,7 +211,7 @@ def test_max_connections_per_ip_overrides_name_addresses_and_hosts(
         for i, sock in enumerate(socks):
             assert _answered(sock, i)
         with connect(b.bootstrap) as fourth:
-            assert _closed_by_broker(fourth)
+            assert closed_by_broker(fourth)
     finally:
         for sock in socks:
             sock.close()

@@ -54,6 +54,15 @@ def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]
     return correlation_id, body
 
 
+def closed_by_broker(sock: socket.socket) -> bool:
+    """The broker closed the connection (waits up to 5 s for it)."""
+    sock.settimeout(5)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def connect(bootstrap: str, timeout: float = 5.0) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=timeout)

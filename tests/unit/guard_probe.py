@@ -18,19 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel.protocol.codec import InvalidRequest, decode_request
+from kernel.protocol.guard import encode_uvarint
 from tests.integration.wire import encode_request
 from tests.kio_strategies import requests
 
 ADDRESS_SPACE = 1536 * 1024 * 1024
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def length_like(rng: random.Random) -> bytes:
@@ -40,7 +32,7 @@ def length_like(rng: random.Random) -> bytes:
     n -= rng.randrange(3)
     kind = rng.randrange(3)
     if kind == 0:
-        return _uvarint(n & (2**35 - 1))
+        return encode_uvarint(n & (2**35 - 1))
     if kind == 1:
         return struct.pack(">I", n & 0xFFFFFFFF)
     return struct.pack(">H", n & 0xFFFF)
