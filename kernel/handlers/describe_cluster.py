@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kernel.handlers.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
+from kernel.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode

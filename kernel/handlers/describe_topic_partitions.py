@@ -10,7 +10,9 @@ import datetime
 import uuid
 from typing import Any
 
-from kernel.cluster import NO_LEADER, ClusterImage, is_internal_topic, topic_name_problem
+from kernel.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
+from kernel.cluster import ClusterImage, is_internal_topic, topic_name_problem
+from kernel.handlers.metadata import partition_fields
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
 from kernel.routing import RequestContext
@@ -22,14 +24,6 @@ MAX_VERSION = 0
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's max.request.partition.size.limit: the most partitions one answer holds.
 MAX_PARTITIONS = 2000
-# The schema's default: operations not looked up.
-OPS_NOT_REQUESTED = -(2**31)
-# AclOperation codes that apply to a TOPIC (AclEntry.supportedOperations): READ, WRITE,
-# CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-_TOPIC_OPERATIONS = {
-    "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
-    "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
-}
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -67,7 +61,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                          else ErrorCode.unknown_topic_or_partition)
                 # Kafka fills in the operations of every topic it looked up, found or not.
                 topics.append(_error_topic(m, name, error, internal=is_internal_topic(name),
-                                           operations=_authorized_operations(ctx, name)))
+                                           operations=authorized_operations(ctx, "TOPIC", name)))
             continue
         topics.append(entry)
         if resume_at is not None:
@@ -88,18 +82,8 @@ def _topic(ctx: RequestContext, m: Any, image: ClusterImage, name: str, start: i
     count = len(topic.partitions)
     end = min(count, start + limit)
     partitions = tuple(
-        make(
-            m.DescribeTopicPartitionsResponsePartition,
-            error_code=ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
-            partition_index=p.partition,
-            leader_id=p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=p.replicas,
-            isr_nodes=p.isr,
-            eligible_leader_replicas=(),
-            last_known_elr=(),
-            offline_replicas=p.offline_replicas,
-        )
+        make(m.DescribeTopicPartitionsResponsePartition, **partition_fields(p),
+             eligible_leader_replicas=(), last_known_elr=())
         for p in (topic.partitions[i] for i in range(start, end) if i in topic.partitions)
     )
     entry = make(
@@ -109,7 +93,7 @@ def _topic(ctx: RequestContext, m: Any, image: ClusterImage, name: str, start: i
         topic_id=topic.topic_id,
         is_internal=is_internal_topic(name),
         partitions=partitions,
-        topic_authorized_operations=_authorized_operations(ctx, name),
+        topic_authorized_operations=authorized_operations(ctx, "TOPIC", name),
     )
     return entry, (end if end < count else None)
 
@@ -131,11 +115,3 @@ def _invalid_request(m: Any, request: Any) -> Any:
         next_cursor=None,
     )
 
-
-def _authorized_operations(ctx: RequestContext, name: str) -> int:
-    authorize = ctx.broker.plugins.authorize
-    bits = 0
-    for operation, code in _TOPIC_OPERATIONS.items():
-        if authorize(ctx.session, operation, "TOPIC", name):
-            bits |= 1 << code
-    return bits

@@ -10,16 +10,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
 from kernel.cluster import (
     CLUSTER_METADATA_TOPIC,
     NO_LEADER,
     ClusterImage,
     NewTopic,
+    PartitionState,
     TopicImage,
     is_internal_topic,
     topic_name_problem,
 )
-from kernel.handlers.authorized_operations import OPS_NOT_REQUESTED, authorized_operations
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
@@ -145,18 +146,23 @@ def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: lis
     )
 
 
+def partition_fields(p: PartitionState) -> dict[str, Any]:
+    """A partition's leadership and replicas as Metadata and DescribeTopicPartitions
+    answer them."""
+    return {
+        "error_code": ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
+        "partition_index": p.partition,
+        "leader_id": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": p.replicas,
+        "isr_nodes": p.isr,
+        "offline_replicas": p.offline_replicas,
+    }
+
+
 def _topic(m: Any, topic: TopicImage, error: ErrorCode) -> Any:
     partitions = tuple(
-        make(
-            m.MetadataResponsePartition,
-            error_code=ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
-            partition_index=p.partition,
-            leader_id=p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=p.replicas,
-            isr_nodes=p.isr,
-            offline_replicas=p.offline_replicas,
-        )
+        make(m.MetadataResponsePartition, **partition_fields(p))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     )
     return make(

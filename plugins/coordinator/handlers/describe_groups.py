@@ -11,6 +11,7 @@ from typing import Any
 from kio.schema.describe_groups.v6.response import DescribedGroup
 from kio.schema.errors import ErrorCode
 
+from kernel.authorized_operations import authorized_operations
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.routing import RequestContext
@@ -20,12 +21,6 @@ from plugins.coordinator.versions import to_version
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 6
-
-# Kafka's AclOperation codes of the operations a group supports, as bit positions
-# (Kafka 4 adds the group configs of KIP-848: DESCRIBE_CONFIGS, ALTER_CONFIGS).
-GROUP_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10,
-                    "ALTER_CONFIGS": 11}
-
 
 async def handle(service: GroupCoordinatorService, ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
@@ -48,11 +43,8 @@ async def _describe(service: GroupCoordinatorService, ctx: RequestContext, group
     except KafkaError as e:
         return _error(group_id, service.error_code(e))
     if include_operations and described.error_code == ErrorCode.none:
-        bits = 0
-        for operation, bit in GROUP_OPERATIONS.items():
-            if service.authorize(ctx, operation, "GROUP", group_id):
-                bits |= 1 << bit
-        described = dataclasses.replace(described, authorized_operations=bits)
+        described = dataclasses.replace(
+            described, authorized_operations=authorized_operations(ctx, "GROUP", group_id))
     return described
 
 

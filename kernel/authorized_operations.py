@@ -1,6 +1,6 @@
 """KIP-430 authorized operations: the bit field of AclOperation codes a principal may use
-on a resource, answered by Metadata and DescribeCluster when asked (DescribeGroups has
-the coordinator plugin's own)."""
+on a resource, answered when a request asks for it (Metadata, DescribeCluster,
+DescribeTopicPartitions, and the coordinator plugin's DescribeGroups)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ TOPIC_OPERATIONS = {
     "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
     "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
 }
-OPERATIONS = {"CLUSTER": CLUSTER_OPERATIONS, "TOPIC": TOPIC_OPERATIONS}
+# Kafka 4 adds the group configs of KIP-848: DESCRIBE_CONFIGS, ALTER_CONFIGS.
+GROUP_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10,
+                    "ALTER_CONFIGS": 11}
+OPERATIONS = {"CLUSTER": CLUSTER_OPERATIONS, "TOPIC": TOPIC_OPERATIONS,
+              "GROUP": GROUP_OPERATIONS}
 
 
 def authorized_operations(ctx: RequestContext, resource_type: str, name: str) -> int:
