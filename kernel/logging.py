@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable, MutableMapping
 from typing import Any, TextIO
 
@@ -53,3 +54,28 @@ def make_logger(fmt: str, level: str, stream: TextIO | None = None,
         cache_logger_on_first_use=True,
     )
     return logger.bind(**context)
+
+
+# How long a repeated notice stays quiet, and how many keys are remembered at most.
+NOTICE_PERIOD_S = 300.0
+NOTICE_KEYS = 10_000
+
+
+class Notices:
+    """Which keys (client addresses) were told about something in the last period: a
+    warning that a client can cause on every request is logged once per key per
+    period, so that a misconfigured or hostile client cannot flood the log."""
+
+    def __init__(self, period_s: float = NOTICE_PERIOD_S) -> None:
+        self.period_s = period_s
+        self._logged: dict[str, float] = {}
+
+    def due(self, key: str) -> bool:
+        now = time.monotonic()
+        last = self._logged.get(key)
+        if last is not None and now - last < self.period_s:
+            return False
+        if len(self._logged) >= NOTICE_KEYS:
+            self._logged = {k: t for k, t in self._logged.items() if now - t < self.period_s}
+        self._logged[key] = now
+        return True

@@ -29,7 +29,7 @@ from kernel.config import (
     schema_keys,
 )
 from kernel.log.manager import LogDirError, LogManager
-from kernel.logging import make_logger
+from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.listener import Endpoint, Listener, parse_endpoints
@@ -53,6 +53,8 @@ class Broker:
         # Error-level log events, counted (a metric) with the last few kept: tests fail
         # on any they did not expect, and operators can alert on the count.
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
+        # Warnings about input a client may send on every request (refused batches).
+        self.refused_input_notices = Notices()
         self.log: Any = make_logger(cfg.logging_format, cfg.logging_level,
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])

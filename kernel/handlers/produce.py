@@ -39,8 +39,9 @@ ADVERTISED_MIN_VERSION = 0
 
 EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
-# A client's batch the broker will not store: one log line says why (a poison batch is
-# otherwise only visible to the client that sent it).
+# A client's batch the broker will not store: a log line says why (a poison batch is
+# otherwise only visible to the client that sent it), once per client address per
+# period, since the client chooses how often to send one.
 _REFUSED_INPUT = frozenset({ErrorCode.corrupt_message, ErrorCode.invalid_record,
                             ErrorCode.message_too_large})
 
@@ -107,9 +108,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     result.record_errors = e.record_errors
                     # Kafka reports it with record errors (processFailedRecord).
                     result.log_start_offset = partition.log.log_start_offset
-                if e.error_code in _REFUSED_INPUT:
+                if e.error_code in _REFUSED_INPUT and broker.refused_input_notices.due(
+                        ctx.session.peer.rsplit(":", 1)[0]):
                     broker.log.warning("produce refused", topic=name, partition=data.index,
-                                       error=e.error_code.name, reason=e.message)
+                                       error=e.error_code.name, reason=e.message,
+                                       client=ctx.session.peer)
                 continue
             replicas.appended(partition, info.first_offset, info.last_offset)
             broker.metrics.records_in(name, info.records_count, len(data.records))

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kernel.config import ConfigError
+from kernel.logging import Notices
 from kernel.network.connection import KafkaConnection, ReceiveBuffer
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, normalize_address
@@ -59,29 +59,7 @@ def parse_endpoints(values: list[str], protocol_map: list[str], key: str) -> lis
     return endpoints
 
 
-# A TLS client on a plaintext port retries, and each retry would log the same warning.
-TLS_NOTICE_PERIOD_S = 300.0
-TLS_NOTICE_ADDRESSES = 10_000
 ACCEPT_ERROR_BACKOFF_S = 0.1
-
-
-class TlsNotices:
-    """When a TLS ClientHello from an address was last logged, so that it is logged
-    once per address per period."""
-
-    def __init__(self, period_s: float = TLS_NOTICE_PERIOD_S) -> None:
-        self._period_s = period_s
-        self._logged: dict[str, float] = {}
-
-    def due(self, address: str) -> bool:
-        now = time.monotonic()
-        last = self._logged.get(address)
-        if last is not None and now - last < self._period_s:
-            return False
-        if len(self._logged) >= TLS_NOTICE_ADDRESSES:
-            self._logged = {a: t for a, t in self._logged.items() if now - t < self._period_s}
-        self._logged[address] = now
-        return True
 
 
 class Listener:
@@ -105,7 +83,8 @@ class Listener:
         self._quotas = quotas
         self._pool = pool
         self._receive = ReceiveBuffer()
-        self._tls_notices = TlsNotices()
+        # A TLS client on a plaintext port retries: one warning per address per period.
+        self._tls_notices = Notices()
         self._sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
         self.connections: set[KafkaConnection] = set()
@@ -129,7 +108,7 @@ class Listener:
             self._log.warning(
                 "closing a TLS connection to a PLAINTEXT listener: the client sent a TLS "
                 "handshake (is it configured with security.protocol SSL?); logged once per "
-                f"address every {TLS_NOTICE_PERIOD_S:.0f} s",
+                f"address every {self._tls_notices.period_s:.0f} s",
                 client=conn.client_address,
             )
 

@@ -215,3 +215,17 @@ def test_a_keyless_record_of_a_compacted_topic_is_named_by_its_index(
     keyed = build_batch([SimpleRecord(key=b"k", value=b"kept")], compression=Compression.SNAPPY)
     assert produce_raw(broker, name, {0: keyed})[0].base_offset == 0
     assert [m.value() for m in consume_all(broker.bootstrap, name, 1, 1)] == [b"kept"]
+
+
+def test_a_client_repeating_a_refused_batch_is_logged_once(
+    broker_factory: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The client chooses how often it sends a poison batch: the warning that names it
+    comes once per client address per period, not once per request."""
+    broker = broker_factory()  # created here, so that it logs to the captured stderr
+    create_topic(broker.bootstrap, "refused-often", 1)
+    garbage = raw_batch(Compression.ZSTD, GARBAGE[Compression.ZSTD], 3)
+    for _ in range(5):
+        assert produce_raw(broker, "refused-often", {0: garbage})[0].error_code == \
+            ErrorCode.corrupt_message
+    assert capfd.readouterr().err.count("produce refused") == 1
