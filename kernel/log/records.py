@@ -315,7 +315,8 @@ class _BadStructure(Exception):
     """A record's fields do not parse within its length."""
 
 
-def _zigzag(data: bytes, position: int, max_bytes: int) -> tuple[int, int]:
+def _zigzag(data: bytes | bytearray | memoryview, position: int,
+            max_bytes: int) -> tuple[int, int]:
     """A zigzag varint of at most ``max_bytes`` bytes (5: varint, 10: varlong)."""
     raw = shift = 0
     for _ in range(max_bytes):
@@ -655,20 +656,12 @@ def validate_batches(
 
 def read_varint(buf: bytes | bytearray | memoryview, position: int) -> tuple[int, int]:
     """Zigzag varint/varlong at ``position`` -> (value, next position)."""
-    shift = 0
-    raw = 0
-    while True:
-        try:
-            b = buf[position]
-        except IndexError:
-            raise _corrupt("varint runs past the end of the record") from None
-        position += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-        if shift > 63:
-            raise _corrupt("varint is longer than 10 bytes")
+    try:
+        return _zigzag(buf, position, 10)
+    except IndexError:
+        raise _corrupt("varint runs past the end of the record") from None
+    except _BadStructure:
+        raise _corrupt("varint is longer than 10 bytes") from None
 
 
 def write_varint(out: bytearray, value: int) -> None:
