@@ -30,8 +30,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_coordinator
 from kio.schema.incremental_alter_configs.v1 import request as incremental_alter_configs
 from kio.schema.metadata.v12 import request as metadata
+from kio.schema.produce.v9 import request as produce
 from kio.schema.types import TopicName
 
+from kernel.log.records import SimpleRecord, build_batch
 from kernel.testing.embedded import EmbeddedBroker
 from reference.kafka import ReferenceKafka
 from tests.reference.diff import Answers, Pair, Side, kafka_side, kafkernel_side
@@ -389,3 +391,15 @@ def _assert_gone(pair: Pair, name: str) -> None:
         wait_for(side, f"{name} is gone", lambda s=side: topic_state(s, name).error_code
                  == ErrorCode.unknown_topic_or_partition)
     pair.compare(describe(name))
+
+
+def test_produce_to_consumer_offsets_is_refused(with_offsets: Pair) -> None:
+    """A client's append to an internal topic: Kafka refuses it (its client id is not
+    "__admin_client", the one exception Kafkernel does not make)."""
+    garbage = build_batch([SimpleRecord(b"\xff\xff\xff", key=b"\x00\x01\xff\xff")])
+    answers = with_offsets.compare(produce.ProduceRequest(
+        transactional_id=None, acks=1, timeout=TIMEOUT,
+        topic_data=(produce.TopicProduceData(name=TopicName(OFFSETS), partition_data=(
+            produce.PartitionProduceData(index=0, records=garbage),)),)))
+    (topic,) = answers.kafka.responses
+    assert topic.partition_responses[0].error_code == ErrorCode.invalid_topic_exception
