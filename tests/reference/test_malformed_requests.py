@@ -1,0 +1,65 @@
+"""Frames the guard (kernel/protocol/guard.py) refuses or mends, sent to the reference
+Kafka and to Kafkernel: both close the connection on a frame they cannot parse, and both
+answer a request whose only oddity is tagged fields they do not know."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.list_offsets.v7.request import ListOffsetsRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
+
+from tests.integration.wire import (
+    closed_by_broker,
+    connect,
+    decode_response,
+    encode_request,
+    recv_frame,
+)
+from tests.reference.diff import Pair, Side
+
+HUGE_TOPICS_ARRAY = bytes.fromhex("000000150003000c00000001000570726f626500ffffffff0f")
+
+
+def _closes(side: Side, frame: bytes) -> bool:
+    with connect(side.bootstrap) as sock:
+        sock.sendall(frame)
+        return closed_by_broker(sock)
+
+
+def _null_list_offsets_topics() -> bytes:
+    frame = encode_request(ListOffsetsRequest(replica_id=-1, isolation_level=0,  # type: ignore[arg-type]
+                                              topics=()))
+    return frame[:-2] + b"\x00\x00"  # compact array 0: null
+
+
+def _null_offset_fetch_groups() -> bytes:
+    frame = encode_request(OffsetFetchRequest(groups=(), require_stable=False))
+    return frame[:-3] + b"\x00\x00\x00"
+
+
+@pytest.mark.parametrize("frame", [
+    HUGE_TOPICS_ARRAY, _null_list_offsets_topics(), _null_offset_fetch_groups(),
+], ids=["array-of-2^32-2", "list-offsets-v7-null-topics", "offset-fetch-v9-null-groups"])
+def test_an_unparseable_request_closes_the_connection_on_both(pair: Pair, frame: bytes) -> None:
+    assert _closes(pair.kafka, frame)
+    assert _closes(pair.kafkernel, frame)
+
+
+def _metadata_with_unknown_tags(side: Side) -> object:
+    body = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="no-such"),),
+                           allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
+    plain = encode_request(body, correlation_id=31)[4:]
+    client_id_end = 10 + int.from_bytes(plain[8:10], "big")
+    tagged = (plain[:client_id_end] + b"\x01\x10\x03abc" + plain[client_id_end + 1:-1]
+              + b"\x01\x7f\x02hi")
+    with connect(side.bootstrap) as sock:
+        sock.sendall(len(tagged).to_bytes(4, "big") + tagged)
+        answer = recv_frame(sock)
+    assert answer is not None, "the broker closed the connection"
+    return decode_response(answer, 3, 12)[1]
+
+
+def test_unknown_tagged_fields_are_skipped_by_both(pair: Pair) -> None:
+    pair.assert_same(pair.each(_metadata_with_unknown_tags))
