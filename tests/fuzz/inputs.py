@@ -10,7 +10,6 @@ import datetime
 import random
 import struct
 import sys
-import typing
 import uuid
 from typing import Any
 
@@ -19,12 +18,12 @@ from kio.index import UnknownEntity, load_request_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
-    PrimitiveTupleField,
     classify_field,
     is_optional,
 )
 
 from kernel.log.records import ATTRIBUTES_OFFSET, Compression, SimpleRecord, build_batch, crc_of
+from kernel.protocol.codec import default_entity
 from tests.integration.wire import encode_request
 from tests.kio_strategies import requests
 
@@ -149,33 +148,15 @@ def preambles() -> list[bytes]:
 def with_nulls(cls: type, *, outer: bool) -> Any:
     """An entity whose nullable fields are all null (``outer`` False), or whose nullable
     collections and structs are present with one element whose own nullable fields are
-    null (``outer`` True): between them, every nullable field of a schema is sent null."""
-    hints = typing.get_type_hints(cls)
+    null (``outer`` True): between them, every nullable field of a schema is sent null.
+    Every other field has its zero value."""
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         kind = classify_field(f)
-        nullable = is_optional(f)
-        if nullable and not (outer and isinstance(kind, EntityField | EntityTupleField)):
+        if is_optional(f) and not (outer and isinstance(kind, EntityField | EntityTupleField)):
             values[f.name] = None
         elif isinstance(kind, EntityTupleField):
             values[f.name] = (with_nulls(kind.type_, outer=False),)
         elif isinstance(kind, EntityField):
             values[f.name] = with_nulls(kind.type_, outer=False)
-        elif isinstance(kind, PrimitiveTupleField):
-            values[f.name] = ()
-        else:
-            values[f.name] = _zero(hints[f.name])
-    return cls(**values)
-
-
-def _zero(tp: Any) -> Any:
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if args and typing.get_origin(tp) is not tuple:
-        tp = args[0]
-    for base, value in ((bool, False), (datetime.timedelta, datetime.timedelta(0)),
-                        (datetime.datetime, datetime.datetime.fromtimestamp(0, datetime.UTC)),
-                        (uuid.UUID, uuid.UUID(int=0)), (str, ""), (bytes, b""),
-                        (float, 0.0), (int, 0)):
-        if isinstance(tp, type) and issubclass(tp, base):
-            return tp(value) if base in (int, float, str, bytes) else value
-    raise TypeError(f"no zero value for {tp!r}")
+    return default_entity(cls, **values)
