@@ -146,17 +146,17 @@ def preambles() -> list[bytes]:
 
 
 def with_nulls(cls: type, *, outer: bool) -> Any:
-    """An entity whose nullable fields are all null (``outer`` False), or whose nullable
-    collections and structs are present with one element whose own nullable fields are
-    null (``outer`` True): between them, every nullable field of a schema is sent null.
-    Every other field has its zero value."""
+    """An entity whose nullable fields are null wherever their parents are not
+    (``outer`` False), or whose nullable collections and structs are present, at every
+    depth, with one element whose nullable scalars are null (``outer`` True). Every
+    other field has its zero value."""
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         kind = classify_field(f)
         if is_optional(f) and not (outer and isinstance(kind, EntityField | EntityTupleField)):
             values[f.name] = None
         elif isinstance(kind, EntityTupleField):
-            values[f.name] = (with_nulls(kind.type_, outer=False),)
+            values[f.name] = (with_nulls(kind.type_, outer=outer),)
         elif isinstance(kind, EntityField):
-            values[f.name] = with_nulls(kind.type_, outer=False)
+            values[f.name] = with_nulls(kind.type_, outer=outer)
     return default_entity(cls, **values)
