@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +32,19 @@ class BrokerProcess:
     """``kafkernel serve`` on a free port; its log (JSON lines) goes to a file."""
 
     def __init__(self, workdir: Path, *overrides: str, coordinator_partitions: int = 1,
-                 plugins: tuple[str, ...] = ("metadata_kraft", "coordinator")) -> None:
+                 plugins: tuple[str, ...] = ("metadata_kraft", "coordinator"),
+                 data: Path | None = None, port: int | None = None) -> None:
+        """``data`` (default ``workdir/data``) and ``port`` (default: a free one) may be
+        given to start a broker again on what an earlier one left."""
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
         self.log_path = workdir / "broker.log"
         config = workdir / "kafkernel.toml"
+        data = data or workdir / "data"
         enabled = ", ".join(f'"{p}"' for p in plugins)
         config.write_text(textwrap.dedent(f"""
             listeners = "PLAINTEXT://127.0.0.1:{self.port}"
-            log.dirs = "{workdir / 'data'}"
+            log.dirs = "{data}"
             logging.format = "json"
             [plugins]
             enabled = [{enabled}]
@@ -138,3 +144,17 @@ class BrokerProcess:
             if e.get("level") in ("error", "critical", "raw") or "exception" in e:
                 bad.append(json.dumps(e)[:2000])
         return bad
+
+
+@contextmanager
+def served(data: Path, port: int, *overrides: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A broker process on ``data`` and ``port``, killed at the end if still running
+    (tests that kill it themselves see the process)."""
+    broker = BrokerProcess(data.parent, *overrides, data=data, port=port).start()
+    assert broker.proc is not None
+    try:
+        yield broker.proc
+    finally:
+        if broker.proc.poll() is None:
+            broker.proc.kill()
+            broker.proc.wait(30)

@@ -8,12 +8,8 @@ import datetime
 import os
 import signal
 import socket
-import subprocess
-import sys
-import textwrap
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,44 +25,8 @@ from kernel.log.records import (
     iter_batches,
 )
 from kernel.testing.embedded import EmbeddedBroker
+from tests.broker_process import free_port, served
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def served(data: Path, port: int, *overrides: str) -> Iterator[subprocess.Popen[str]]:
-    config = data.parent / "k.toml"
-    config.write_text(textwrap.dedent(f"""
-        listeners = "PLAINTEXT://127.0.0.1:{port}"
-        log.dirs = "{data}"
-        [plugins]
-        enabled = ["metadata_kraft", "coordinator"]
-        [plugins.coordinator]
-        "offsets.topic.num.partitions" = 1
-    """))
-    args = [sys.executable, "-m", "kernel", "serve", "--config", str(config)]
-    for o in overrides:
-        args += ["--override", o]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
 
 
 def create_topic(bootstrap: str, name: str) -> None:

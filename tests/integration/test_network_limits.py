@@ -19,7 +19,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersions
 from bench.procfs import sample
 from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.test_crash_recovery import free_port, served
+from tests.broker_process import free_port, served
 from tests.integration.wire import (
     closed_by_broker,
     connect,
