@@ -251,7 +251,20 @@ def recycle_topic(bootstrap: str, name: str, partitions: int, num_partitions: in
     create_topics(bootstrap, [name], partitions, num_partitions)
 
 
-class KafkaBroker(Broker):
+class AdminBroker(Broker):
+    """A broker that serves the admin APIs: topics are made with the AdminClient, and
+    ``partitions`` is its default partition count (num.partitions)."""
+
+    partitions: int
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> str:
+        return create_topics(self.bootstrap, names, partitions, self.partitions)
+
+    def recycle_topic(self, name: str, partitions: int) -> None:
+        recycle_topic(self.bootstrap, name, partitions, self.partitions)
+
+
+class KafkaBroker(AdminBroker):
     """Apache Kafka (``reference.kafka``): one KRaft node, broker and controller, its log
     on disk in a temporary directory, Kafka's default flush settings (none: the page
     cache and the OS write back), heap fixed at ``heap``."""
@@ -298,12 +311,6 @@ class KafkaBroker(Broker):
                 text += path.read_text(errors="replace")
         return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
 
-    def create_topics(self, names: Sequence[str], partitions: int) -> str:
-        return create_topics(self.bootstrap, names, partitions, self.partitions)
-
-    def recycle_topic(self, name: str, partitions: int) -> None:
-        recycle_topic(self.bootstrap, name, partitions, self.partitions)
-
     def describe(self) -> dict[str, Any]:
         from reference.fetch import kafka_version
         from reference.kafka import JVM_OPTIONS
@@ -341,7 +348,7 @@ def _toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-class KafkernelBroker(Broker):
+class KafkernelBroker(AdminBroker):
     """``kafkernel serve`` as the README runs it, on a free loopback port."""
 
     name = "kafkernel"
@@ -432,12 +439,6 @@ class KafkernelBroker(Broker):
         except OSError:
             return "(no log)"
         return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
-
-    def create_topics(self, names: Sequence[str], partitions: int) -> str:
-        return create_topics(self.bootstrap, names, partitions, self.partitions)
-
-    def recycle_topic(self, name: str, partitions: int) -> None:
-        recycle_topic(self.bootstrap, name, partitions, self.partitions)
 
     def describe(self) -> dict[str, Any]:
         return {
