@@ -353,8 +353,14 @@ class KafkernelBroker(AdminBroker):
 
     name = "kafkernel"
 
-    def __init__(self, partitions: int, overrides: Sequence[str], keep_data: bool) -> None:
+    def __init__(self, partitions: int, overrides: Sequence[str], keep_data: bool,
+                 checkout: Path | None = None) -> None:
+        """``checkout``: run the ``kafkernel`` of that checkout's ``.venv`` instead, under
+        the name "baseline" (the figures before a change, in the same run)."""
         super().__init__()
+        self.checkout = checkout
+        if checkout is not None:
+            self.name = "baseline"
         self.partitions = partitions
         self.overrides = list(overrides)
         self.keep_data = keep_data
@@ -394,7 +400,9 @@ class KafkernelBroker(AdminBroker):
         self.workdir = Path(tempfile.mkdtemp(prefix="kafkernel-bench-"))
         config = self.workdir / "kafkernel.toml"
         config.write_text(self._config(self.workdir / "data"))
-        self.command = [kafkernel_executable(), "serve", "--config", str(config)]
+        executable = (kafkernel_executable() if self.checkout is None
+                      else str(self.checkout / ".venv" / "bin" / "kafkernel"))
+        self.command = [executable, "serve", "--config", str(config)]
         for item in self.overrides:
             self.command += ["--override", item]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()

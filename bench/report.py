@@ -10,9 +10,10 @@ from bench.latency import LatencyResult
 from bench.procfs import ProcSample
 from bench.settings import ClientSettings, Scale, Workload
 
-BROKERS = ("mock", "kafka", "kafkernel")
-# Every figure of Kafkernel is shown over each of these.
-REFERENCES = ("kafka", "mock")
+BROKERS = ("mock", "kafka", "baseline", "kafkernel")
+# Every figure of Kafkernel is shown over each of these that ran. "baseline" is
+# Kafkernel from another checkout (--baseline), to show what a change moved.
+REFERENCES = ("kafka", "mock", "baseline")
 
 
 @dataclass
@@ -86,6 +87,14 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _brokers(report: Report) -> list[str]:
+    return [n for n in BROKERS if n in report.runs]
+
+
+def _references(report: Report) -> list[str]:
+    return [r for r in REFERENCES if r in report.runs]
+
+
 def _result(report: Report, broker: str, w: Workload) -> Measurement | None:
     run = report.runs.get(broker)
     return run.results.get(w.key) if run is not None else None
@@ -130,29 +139,30 @@ def _latency_rows(report: Report) -> list[str]:
                f"(confluent-kafka producer and consumer, {s.latency_record_size} B records, "
                f"acks={s.latency_acks}, linger.ms={s.latency_linger_ms}, "
                f"{report.scale.latency_seconds:g} s after "
-               f"{report.scale.latency_warmup_seconds:g} s warm-up; ratios kafkernel over "
-               "kafka (/kafka) and over mock (/mock), lower is better)"]
-    cols = [*BROKERS, *(f"/{r}" for r in REFERENCES)]
+               f"{report.scale.latency_warmup_seconds:g} s warm-up; ratios: kafkernel "
+               "over each other broker (/kafka, /mock, /baseline), lower is better)"]
+    brokers, refs = _brokers(report), _references(report)
+    cols = [*brokers, *(f"/{r}" for r in refs)]
     for wait in s.latency_fetch_wait_ms:
         out += ["", f"fetch.wait.max.ms={wait}",
                 f"{'':<18}" + "".join(f" {c:>10}" for c in cols)]
         for p in ("p50", "p99", "p99.9", "max"):
             vals = {n: (x.ms(p) if (x := _latency(report, n, wait)) else None)
-                    for n in BROKERS}
-            out.append(f"{p + ' ms':<18}" + "".join(f" {_num(vals[n], 2):>10}" for n in BROKERS)
-                       + "".join(f" {_ratio(ratio(vals['kafkernel'], vals[r])):>10}"
-                                 for r in REFERENCES))
+                    for n in brokers}
+            out.append(f"{p + ' ms':<18}" + "".join(f" {_num(vals[n], 2):>10}" for n in brokers)
+                       + "".join(f" {_ratio(ratio(vals.get('kafkernel'), vals[r])):>10}"
+                                 for r in refs))
         for label, attr, digits in (("achieved MB/s", "achieved_mb_per_s", 1),
                                     ("records measured", "measured", 0)):
             vals = {n: (getattr(x, attr) if (x := _latency(report, n, wait)) else None)
-                    for n in BROKERS}
+                    for n in brokers}
             out.append(f"{label:<18}" + "".join(f" {_num(vals[n], digits):>10}"
-                                                 for n in BROKERS))
+                                                 for n in brokers))
     out.append("The mock answers a fetch that finds nothing only when fetch.wait.max.ms is "
                "over, even if records arrive meanwhile;")
     out.append("at 500 ms its latency is that wait. 1 ms compares the brokers; 500 ms "
                "shows whether a broker answers a waiting fetch on append.")
-    for n in BROKERS:
+    for n in brokers:
         for w in s.latency_fetch_wait_ms:
             x = _latency(report, n, w)
             if x is not None and x.error:
@@ -182,29 +192,28 @@ def render(report: Report) -> str:
     if warmup:
         out.append(f"memory:     touched {warmup['bytes'] / 2**30:g} GiB once before the "
                    f"brokers ran, in {warmup['seconds']} s (see bench/README.md)")
-    for name in BROKERS:
-        run = report.runs.get(name)
-        if run is None:
-            out.append(f"{name}: not run")
-            continue
+    brokers, refs = _brokers(report), _references(report)
+    for name in brokers:
+        run = report.runs[name]
         if run.topic_creation:
             out.append(f"{name} topics: {run.topic_creation}")
         if run.error:
             out.append(f"{name} ERROR: {run.error}")
 
     runs = report.scale.repeats
-    out += ["", "Throughput, records/s (MB = 10^6 bytes of record values; /kafka and /mock = "
-                "kafkernel's records/s over theirs, higher is better; cpu = broker CPU time "
-                "/ wall time; " + (f"median of {runs} runs)" if runs > 1 else "one run)")]
+    out += ["", "Throughput, records/s (MB = 10^6 bytes of record values; /kafka, /mock, "
+                "/baseline = kafkernel's records/s over that broker's, higher is better; "
+                "cpu = broker CPU time / wall time; "
+                + (f"median of {runs} runs)" if runs > 1 else "one run)")]
     head = (f"{'workload':<40} {'records':>9} {'parts':>5}"
-            + "".join(f" | {n + ' rec/s':>15} {'MB/s':>7} {'cpu':>5}" for n in BROKERS)
-            + "".join(f" | {'/' + r:>6}" for r in REFERENCES))
+            + "".join(f" | {n + ' rec/s':>15} {'MB/s':>7} {'cpu':>5}" for n in brokers)
+            + "".join(f" | {'/' + r:>9}" for r in refs))
     out += [head, "-" * len(head)]
     notes: list[str] = []
     for w in report.workloads:
         cells: list[str] = []
         values: dict[str, float | None] = {}
-        for name in BROKERS:
+        for name in brokers:
             r = _result(report, name, w)
             rate = r.records_per_s if r is not None else None
             values[name] = rate
@@ -218,8 +227,8 @@ def render(report: Report) -> str:
             cells.append(f"{_num(rate) + mark:>15} "
                          f"{_num(r.mb_per_s if r else None, 1):>7} {_cpu_pct(r):>5}")
         out.append(f"{w.label:<40} {w.records:>9,} {w.partitions:>5} | " + " | ".join(cells)
-                   + "".join(f" | {_ratio(ratio(values['kafkernel'], values[r])):>6}"
-                             for r in REFERENCES))
+                   + "".join(f" | {_ratio(ratio(values.get('kafkernel'), values[r])):>9}"
+                             for r in refs))
     if any(w.client == "java" for w in report.workloads):
         out.append("java: Kafka's ProducerPerformance (its steady-state line, after a "
                    "warm-up of the first tenth of the records) and")
@@ -236,24 +245,22 @@ def render(report: Report) -> str:
 
     out += ["", "Start-up (exec of the broker's command to its first Metadata answer) and "
                 "peak RSS (VmHWM of the broker process; reset once the broker",
-            "has started, so the workload peak excludes start-up); /kafka and /mock: "
-            "kafkernel over them, lower is better",
+            "has started, so the workload peak excludes start-up); /kafka, /mock, /baseline: "
+            "kafkernel over that broker, lower is better",
             f"{'':<10} {'start-up':>10} {'workloads':>12} {'start-up':>12} "
             f"{'at the end':>12}   workload peak reached by"]
     kk = report.runs.get("kafkernel")
-    for name in BROKERS:
-        run = report.runs.get(name)
-        if run is None:
-            continue
+    for name in brokers:
+        run = report.runs[name]
         line = (f"{name:<10} {_num(run.startup_s, 2) + ' s':>10} "
                 f"{_num(run.peak_rss_mb, 1):>9} MB")
         if run.final is not None:
             line += (f" {_num(run.startup_peak_mb, 1):>9} MB {run.final.rss_kb / 1024:>9.1f}"
                      f" MB   {run.peak_reached_by}")
         out.append(line)
-    for ref in REFERENCES:
-        other = report.runs.get(ref)
-        if kk is None or other is None:
+    for ref in refs:
+        other = report.runs[ref]
+        if kk is None:
             continue
         start_ratio = ratio(kk.startup_s, other.startup_s)
         out.append(f"{'/' + ref:<10} {_ratio(start_ratio):>10} "

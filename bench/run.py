@@ -472,8 +472,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                              "(default 5, 1 with --quick)")
     parser.add_argument("--partitions", type=int, default=1,
                         help="partitions per topic (default 1)")
-    parser.add_argument("--brokers", default=",".join(BROKERS),
-                        help=f"which brokers, comma-separated (default {','.join(BROKERS)})")
+    parser.add_argument("--brokers", default="mock,kafka,kafkernel",
+                        help=f"which brokers, comma-separated, of {', '.join(BROKERS)} "
+                             "(default mock,kafka,kafkernel; --baseline adds baseline)")
     parser.add_argument("--only", default="",
                         help="comma-separated substrings of workload keys to run, e.g. "
                              "produce-kcat,latency, or zstd,lz4 for the compressed "
@@ -487,6 +488,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         metavar="KEY=VALUE", help="a server.properties setting for Kafka")
     parser.add_argument("--kafka-heap", default=None, metavar="SIZE",
                         help="Kafka's -Xms and -Xmx (default: reference/kafka.py's HEAP)")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
+                        help="also run the kafkernel of another checkout (its .venv), "
+                             "as broker 'baseline': before/after a change in one run")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep kafkernel's and Kafka's temporary data directories")
     args = parser.parse_args(argv)
@@ -494,6 +498,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     unknown = set(args.broker_list) - set(BROKERS)
     if unknown or not args.broker_list:
         parser.error(f"--brokers: choose from {', '.join(BROKERS)}")
+    if args.baseline is not None:
+        if not (args.baseline / ".venv" / "bin" / "kafkernel").exists():
+            parser.error(f"--baseline: {args.baseline}/.venv/bin/kafkernel does not exist "
+                         "(python3 -m venv .venv && .venv/bin/pip install -e '.[fast]' there)")
+        if "baseline" not in args.broker_list:  # its turn just before kafkernel's
+            at = (args.broker_list.index("kafkernel") if "kafkernel" in args.broker_list
+                  else len(args.broker_list))
+            args.broker_list.insert(at, "baseline")
+    elif "baseline" in args.broker_list:
+        parser.error("--brokers baseline needs --baseline CHECKOUT")
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if args.partitions < 1:
@@ -543,6 +557,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif name == "kafka":
                 brokers.append(KafkaBroker(args.partitions, args.kafka_override,
                                            args.keep_data, args.kafka_heap))
+            elif name == "baseline":
+                brokers.append(KafkernelBroker(args.partitions, args.kafkernel_override,
+                                               args.keep_data, args.baseline))
             else:
                 brokers.append(KafkernelBroker(args.partitions, args.kafkernel_override,
                                                args.keep_data))
