@@ -44,6 +44,7 @@ from bench.brokers import (
     MockBroker,
 )
 from bench.latency import run_latency
+from bench.profile import PySpy
 from bench.report import BROKERS, BrokerRun, Report, header_lines, render, to_json
 from bench.settings import (
     FULL,
@@ -233,13 +234,19 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
 
 
 def measure_once(broker: Broker, w: Workload, settings: ClientSettings, scale: Scale,
-                 inputs: dict[int, Path], tag: str) -> clients.RunResult:
+                 inputs: dict[int, Path], tag: str,
+                 profiler: PySpy | None = None) -> clients.RunResult:
     """One timed run of a workload; a produce topic is emptied again afterwards."""
     # Write back what earlier runs left dirty now: the kernel's flusher writes pages
     # 30 s old, and doing that inside a timed run took a core from it.
     os.sync()
     try:
-        result = run_workload(broker, w, settings, scale, inputs)
+        if (profiler is not None and isinstance(broker, KafkernelBroker)
+                and profiler.wanted(w.key)):
+            with profiler.record(broker.pid, f"{broker.name}-{w.key}"):
+                result = run_workload(broker, w, settings, scale, inputs)
+        else:
+            result = run_workload(broker, w, settings, scale, inputs)
     except (KafkaException, OSError, RuntimeError) as e:
         result = clients.RunResult(error=f"{type(e).__name__}: {e}")
     progress(f"[{broker.name}] {_progress_line(w, result)}{tag}")
@@ -388,7 +395,8 @@ def _failed(c: Contender, e: BaseException) -> None:
 
 
 def measure_interleaved(contenders: list[Contender], w: Workload, settings: ClientSettings,
-                        scale: Scale, inputs: dict[int, Path]) -> None:
+                        scale: Scale, inputs: dict[int, Path],
+                        profiler: PySpy | None = None) -> None:
     """``scale.repeats`` runs of one workload on every broker, taking turns run by run
     and swapping who goes first, so that a noisy moment of the host falls on both
     brokers rather than on one. A broker stops at its first failed run."""
@@ -404,7 +412,8 @@ def measure_interleaved(contenders: list[Contender], w: Workload, settings: Clie
             if not c.usable or (runs and not runs[-1].ok):
                 continue
             try:
-                runs.append(measure_once(c.broker, w, settings, scale, inputs, tag))
+                runs.append(measure_once(c.broker, w, settings, scale, inputs, tag,
+                                         profiler))
             except (BrokerError, KafkaException, RuntimeError, OSError) as e:
                 runs.append(clients.RunResult(error=f"{type(e).__name__}: {e}"))
     for c in contenders:
@@ -415,7 +424,7 @@ def measure_interleaved(contenders: list[Contender], w: Workload, settings: Clie
 
 def run_brokers(brokers: list[Broker], plan: list[Workload], partitions: int,
                 settings: ClientSettings, scale: Scale, inputs: dict[int, Path],
-                with_latency: bool) -> dict[str, BrokerRun]:
+                with_latency: bool, profiler: PySpy | None = None) -> dict[str, BrokerRun]:
     """Starts every broker, runs the workloads on all of them in turns, then the
     latency runs one broker at a time (each paces its own load), and stops them."""
     contenders: list[Contender] = []
@@ -431,7 +440,7 @@ def run_brokers(brokers: list[Broker], plan: list[Workload], partitions: int,
             contenders.append(prepare(broker, plan, partitions, settings, scale,
                                       with_latency))
         for w in plan:
-            measure_interleaved(contenders, w, settings, scale, inputs)
+            measure_interleaved(contenders, w, settings, scale, inputs, profiler)
         for c in contenders:
             if not c.usable:
                 continue
@@ -491,6 +500,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
                         help="also run the kafkernel of another checkout (its .venv), "
                              "as broker 'baseline': before/after a change in one run")
+    parser.add_argument("--py-spy", default="", metavar="SUBSTRINGS",
+                        help="record Kafkernel with py-spy during each run of these "
+                             "workloads (comma-separated substrings of their keys); raw "
+                             "files in OUTPUT's name + -py-spy/")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep kafkernel's and Kafka's temporary data directories")
     args = parser.parse_args(argv)
@@ -563,8 +576,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 brokers.append(KafkernelBroker(args.partitions, args.kafkernel_override,
                                                args.keep_data))
+        profiler = None
+        if args.py_spy:
+            profiler = PySpy(args.py_spy.split(","),
+                             args.output.with_name(args.output.stem + "-py-spy"))
         runs = run_brokers(brokers, plan, args.partitions, settings, scale, inputs,
-                           with_latency)
+                           with_latency, profiler)
+        if profiler is not None:
+            progress(f"py-spy: {len(profiler.files)} profiles in {profiler.directory}")
         for broker in brokers:
             if args.keep_data and isinstance(broker, KafkernelBroker | KafkaBroker):
                 progress(f"[{broker.name}] data kept in {broker.workdir}")
