@@ -109,8 +109,10 @@ def collect_meta(argv: Sequence[str]) -> dict[str, Any]:
 
     # kafkernel runs from the same environment and uses uvloop when it is installed.
     loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+    walk = "C" if importlib.util.find_spec("kernel.log._scan") is not None else "Python"
     try:
-        kafkernel = f"{importlib.metadata.version('kafkernel')} (event loop: {loop})"
+        kafkernel = (f"{importlib.metadata.version('kafkernel')} (event loop: {loop}; "
+                     f"record walk: {walk})")
     except importlib.metadata.PackageNotFoundError:
         kafkernel = f"not installed (event loop: {loop})"
     return {

@@ -329,7 +329,25 @@ def _zigzag(data: bytes | bytearray | memoryview, position: int,
     raise _BadStructure("varint too long")
 
 
+try:  # the same walk in C, answering only "valid or not" (kernel/log/_scan.c)
+    from kernel.log._scan import records_valid as _records_valid
+except ImportError:  # installed without a C compiler: the Python walk alone
+    _records_valid = None
+
+
 def scan_records(
+    data: bytes, count: int, *, check_offsets: bool, compacted: bool,
+    topic_partition: str = "",
+) -> None:
+    """:func:`walk_records`, through the C walk first where it is built: only a section
+    that the C walk refuses is walked again in Python, to name the problem."""
+    if _records_valid is not None and _records_valid(data, count, check_offsets, compacted):
+        return
+    walk_records(data, count, check_offsets=check_offsets, compacted=compacted,
+                 topic_partition=topic_partition)
+
+
+def walk_records(
     data: bytes, count: int, *, check_offsets: bool, compacted: bool,
     topic_partition: str = "",
 ) -> None:
@@ -998,6 +1016,7 @@ __all__ = [
     "validate_and_assign_offsets",
     "validate_batches",
     "validate_records",
+    "walk_records",
     "whole_batches",
     "write_varint",
 ]
