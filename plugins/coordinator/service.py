@@ -1,6 +1,6 @@
 """The group coordinator of one broker (Kafka's ``GroupCoordinatorService``): the kernel's
 coordinator runtime over ``__consumer_offsets`` with one
-:class:`~plugins.coordinator.state_machine.GroupCoordinatorShard` per partition, plus
+:class:`~plugins.coordinator.shard.GroupCoordinatorShard` per partition, plus
 what the handlers share: which partition owns a group, which broker coordinates a key,
 how runtime failures read as Kafka error codes, and the request context of a shard.
 """
@@ -16,11 +16,12 @@ from kio.schema.errors import ErrorCode
 from kernel.cluster import NewTopic
 from kernel.coordination import CoordinatorError, CoordinatorRuntime
 from kernel.protocol.errors import KafkaError
+from plugins.coordinator.context import RequestContext
 from plugins.coordinator.metrics import GroupMetrics
 from plugins.coordinator.records import partition_for
 from plugins.coordinator.result import CoordinatorResult, append_error_to_response_error
 from plugins.coordinator.settings import CoordinatorSettings
-from plugins.coordinator.state_machine import GroupCoordinatorShard, RequestContext
+from plugins.coordinator.shard import GroupCoordinatorShard
 
 if TYPE_CHECKING:
     from kernel.routing import RequestContext as KernelRequestContext

@@ -16,7 +16,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import BrokerRegistration, NewTopic
-from kernel.coordination import CoordinatorError, CoordinatorRuntime
+from kernel.coordination import CoordinatorError, CoordinatorRuntime, TransactionResult
 from kernel.testing.embedded import EmbeddedBroker
 
 TOPIC = "__toy_state"
@@ -54,7 +54,15 @@ class KeyValueShard:
         self.values: dict[bytes, bytes] = {}
         self.waiting: dict[bytes, list[Hashable]] = {}
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, offset: int, producer_id: int, producer_epoch: int,
+               key: bytes, value: bytes | None) -> None:
+        self._set(key, value)
+
+    def replay_end_transaction(self, offset: int, producer_id: int, producer_epoch: int,
+                               result: TransactionResult) -> None:
+        pass
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
         if value is None:
             self.values.pop(key, None)
         else:
@@ -71,7 +79,7 @@ class KeyValueShard:
         return self.put(key, b"fired")
 
     def put(self, key: bytes, value: bytes | None) -> Result:
-        self.replay(key, value)
+        self._set(key, value)
         woken = self.waiting.pop(key, [])
         return Result(records=((key, value),), response="ok",
                       completions=tuple(Done(r, value) for r in woken))
