@@ -906,7 +906,7 @@ class ClassicGroupManager:
         if group is None:
             if generation < 0:
                 # A simple consumer or the admin client, not using group management: the
-                # group comes into being with its first offsets (see replay).
+                # group comes into being with its first offsets (see offsets.py).
                 return None
             # v9+ tells the client the group is gone; older clients expect this instead.
             return (
