@@ -124,8 +124,10 @@ class CoordinatorShard(Protocol):
     """The state of one partition of the internal topic, without I/O (Kafka's
     ``CoordinatorShard``). At load the runtime replays the log in order: each record of
     a data batch through :meth:`replay` and each transaction marker through
-    :meth:`replay_end_transaction`; a record written transactionally takes effect only
-    once its producer's commit marker is replayed."""
+    :meth:`replay_end_transaction` (a shard that keeps transactional state applies a
+    producer's transactional records when its commit marker comes, as Kafka's
+    coordinators do with transactional offset commits). An operation's own records are
+    not replayed to the shard: its state already includes them."""
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int,
                key: bytes, value: bytes | None) -> None:
