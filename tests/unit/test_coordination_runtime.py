@@ -53,9 +53,12 @@ class KeyValueShard:
     def __init__(self, partition: int) -> None:
         self.values: dict[bytes, bytes] = {}
         self.waiting: dict[bytes, list[Hashable]] = {}
+        # (offset, producer id, producer epoch, key) of each record replayed at load.
+        self.replayed: list[tuple[int, int, int, bytes]] = []
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int,
                key: bytes, value: bytes | None) -> None:
+        self.replayed.append((offset, producer_id, producer_epoch, key))
         self._set(key, value)
 
     def replay_end_transaction(self, offset: int, producer_id: int, producer_epoch: int,
@@ -192,6 +195,8 @@ def test_writes_reach_the_log_and_come_back_after_a_restart(
     again = Toy(broker)
     shard = again.wait_active()
     assert shard.values == {b"b": b"2"}
+    # Each record comes back with its offset; the runtime writes without a producer id.
+    assert shard.replayed == [(0, -1, -1, b"a"), (1, -1, -1, b"b"), (2, -1, -1, b"a")]
     assert again.write(lambda s, r: s.wait(b"b", r)) == b"2"
     again.stop()
 
