@@ -17,6 +17,7 @@ import pluggy
 if TYPE_CHECKING:
     from kernel.cluster import MetadataBackend
     from kernel.config import ConfigSchema
+    from kernel.coordination.registry import CoordinatorRegistry
     from kernel.routing import ApiRegistry, Session
     from kernel.server import Broker
 
@@ -49,6 +50,17 @@ def kafkernel_register_apis(registry: ApiRegistry) -> None:
     """Register request handlers with ``registry.register(api_key, handler, ...)``.
 
     :param registry: the broker's routing table; a second claim on an API key fails.
+    """
+
+
+@hookspec
+def kafkernel_register_coordinators(registry: CoordinatorRegistry) -> None:
+    """Register the coordinator this plugin runs for a FindCoordinator key type with
+    ``registry.register(CoordinatorType.GROUP, partition_of)``; the kernel serves
+    FindCoordinator and asks ``partition_of(key)`` which internal-topic partition owns a
+    key, then answers with its leader.
+
+    :param registry: key type -> coordinator; a second claim on a key type fails.
     """
 
 

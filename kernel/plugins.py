@@ -23,6 +23,7 @@ from kernel.config import ConfigError, ConfigSchema
 
 if TYPE_CHECKING:
     from kernel.cluster import MetadataBackend
+    from kernel.coordination.registry import CoordinatorRegistry
     from kernel.routing import ApiRegistry, Session
     from kernel.server import Broker
 
@@ -138,6 +139,11 @@ class PluginFacade:
         impls.sort(key=lambda i: -1 if self._owner(i.plugin_name) == KERNEL_PLUGIN
                    else order.get(i.plugin_name, len(order)))
         for impl in impls:
+            impl.function(registry=registry.owned_by(self._owner(impl.plugin_name)))
+        registry.owned_by(KERNEL_PLUGIN)
+
+    def register_coordinators(self, registry: CoordinatorRegistry) -> None:
+        for impl in self.pm.hook.kafkernel_register_coordinators.get_hookimpls():
             impl.function(registry=registry.owned_by(self._owner(impl.plugin_name)))
         registry.owned_by(KERNEL_PLUGIN)
 

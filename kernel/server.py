@@ -28,6 +28,8 @@ from kernel.config import (
     replace_settings,
     schema_keys,
 )
+from kernel.coordination.registry import CoordinatorRegistry
+from kernel.handlers import find_coordinator
 from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
@@ -60,8 +62,11 @@ class Broker:
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
         self._plugin_settings = self._validate_plugin_tables()
         self.routes = ApiRegistry()
+        self.coordinators = CoordinatorRegistry()
         try:
             self.plugins.register_apis(self.routes)
+            self.plugins.register_coordinators(self.coordinators)
+            find_coordinator.register(self.routes, self.coordinators)
         except RoutingError as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
         self.dispatcher = RequestDispatcher(self)

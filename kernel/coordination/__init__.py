@@ -7,6 +7,13 @@ from kernel.coordination.runtime import (
     CoordinatorRuntime,
     CoordinatorShard,
     ShardResult,
+    TransactionResult,
 )
 
-__all__ = ["CoordinatorError", "CoordinatorRuntime", "CoordinatorShard", "ShardResult"]
+__all__ = [
+    "CoordinatorError",
+    "CoordinatorRuntime",
+    "CoordinatorShard",
+    "ShardResult",
+    "TransactionResult",
+]

@@ -18,8 +18,10 @@ parked), completions of requests parked earlier, and keyed timers. The runtime
 * arms and cancels the shard's timers on the broker's timer and feeds expiries back as
   ``on_timer(key)`` operations, never inline,
 * loads a shard when this broker becomes leader of a partition (replaying the log from
-  its start to its end) and unloads it when leadership moves, following the cluster
-  image; requests meanwhile fail with COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR.
+  its start to its end: every record of a data batch with its offset and the batch's
+  producer id and epoch, and every transaction marker of a control batch) and unloads
+  it when leadership moves, following the cluster image; requests meanwhile fail with
+  COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR.
 
 Everything runs on the broker's event loop, one operation at a time, so the shard needs
 no locking and operations on one partition are totally ordered. Failures reach callers
@@ -34,6 +36,7 @@ import asyncio
 import contextlib
 import enum
 import itertools
+import struct
 import time
 import uuid
 from collections.abc import Callable, Hashable, Sequence
@@ -55,6 +58,8 @@ __all__ = [
     "CoordinatorRuntime",
     "CoordinatorShard",
     "ShardResult",
+    "TransactionResult",
+    "replay_batches",
 ]
 
 # Kafka's offsets.commit.timeout.ms / transaction's equivalent: how long a response may
@@ -108,11 +113,30 @@ class ShardResult(Protocol):
     def timers(self) -> Sequence[TimerOperation]: ...
 
 
-class CoordinatorShard(Protocol):
-    """The state of one partition of the internal topic, without I/O."""
+class TransactionResult(enum.Enum):
+    """How a transaction ended, as its marker (a control record) says."""
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record (value None: a tombstone), at load in log order."""
+    ABORT = 0
+    COMMIT = 1
+
+
+class CoordinatorShard(Protocol):
+    """The state of one partition of the internal topic, without I/O (Kafka's
+    ``CoordinatorShard``). At load the runtime replays the log in order: each record of
+    a data batch through :meth:`replay` and each transaction marker through
+    :meth:`replay_end_transaction` (a shard that keeps transactional state applies a
+    producer's transactional records when its commit marker comes, as Kafka's
+    coordinators do with transactional offset commits). An operation's own records are
+    not replayed to the shard: its state already includes them."""
+
+    def replay(self, offset: int, producer_id: int, producer_epoch: int,
+               key: bytes, value: bytes | None) -> None:
+        """Apply the record at ``offset`` (value None: a tombstone). ``producer_id`` and
+        ``producer_epoch`` are its batch's (-1 when written without a producer id)."""
+
+    def replay_end_transaction(self, offset: int, producer_id: int, producer_epoch: int,
+                               result: TransactionResult) -> None:
+        """The transaction of ``producer_id`` ended with the marker at ``offset``."""
 
     def on_loaded(self) -> ShardResult:
         """Every record was replayed: start serving (arm timers)."""
@@ -129,6 +153,52 @@ T = TypeVar("T")
 
 ShardOperation = Callable[[S, Hashable], ShardResult]
 """An operation gets the shard and the reply handle to park the request under."""
+
+
+# ------------------------------------------------------------------------ loading
+
+# A control record's key: version, then type (0 abort, 1 commit; others are not
+# transaction markers: Kafka's leader-change and snapshot records).
+_CONTROL_KEY = struct.Struct(">hh")
+
+
+def replay_batches(shard: CoordinatorShard, data: bytes | memoryview,
+                   offset: int) -> tuple[int, int]:
+    """Replay the whole batches of ``data`` (read from the log at ``offset``) into
+    ``shard``, skipping records below ``offset``; returns the offset after the last batch
+    (``offset`` when none was whole) and how many records and markers were replayed."""
+    replayed = 0
+    for header, batch in iter_batches(data):
+        if header.next_offset <= offset:
+            continue
+        producer_id, producer_epoch = header.producer_id, header.producer_epoch
+        for record in iter_records(batch):
+            if record.offset < offset or record.key is None:
+                continue
+            if header.is_control:
+                result = _end_transaction_result(record.key)
+                if result is not None:
+                    shard.replay_end_transaction(record.offset, producer_id, producer_epoch,
+                                                 result)
+                    replayed += 1
+            else:
+                shard.replay(record.offset, producer_id, producer_epoch, record.key,
+                             record.value)
+                replayed += 1
+        offset = header.next_offset
+    return offset, replayed
+
+
+def _end_transaction_result(key: bytes) -> TransactionResult | None:
+    if len(key) < _CONTROL_KEY.size:
+        raise KafkaError(ErrorCode.corrupt_message,
+                         f"control record key of {len(key)} bytes, expected at least 4")
+    _version, kind = _CONTROL_KEY.unpack_from(key)
+    if kind == TransactionResult.COMMIT.value:
+        return TransactionResult.COMMIT
+    if kind == TransactionResult.ABORT.value:
+        return TransactionResult.ABORT
+    return None
 
 
 # ---------------------------------------------------------------- per-partition state
@@ -524,26 +594,17 @@ class CoordinatorRuntime(Generic[S]):
     async def _replay(self, ctx: _CoordinatorPartition[S], partition: Partition,
                       shard: S) -> tuple[int, int]:
         """Replay the whole log, including records above the high watermark (as Kafka's
-        loader does); responses then wait for those too. Control batches (transaction
-        markers) are skipped: no shard here keeps pending transactional state yet."""
+        loader does); responses then wait for those too."""
         log = partition.log
         offset = log.log_start_offset
         replayed = 0
         while offset < log.log_end_offset and not ctx.closed:
             data = log.read(offset, self._load_chunk_bytes).records
-            progressed = False
-            for header, batch in iter_batches(data):
-                if header.next_offset <= offset:
-                    continue
-                if not header.is_control:
-                    for record in iter_records(batch):
-                        if record.offset >= offset and record.key is not None:
-                            shard.replay(record.key, record.value)
-                            replayed += 1
-                offset = header.next_offset
-                progressed = True
-            if not progressed:
+            next_offset, count = replay_batches(shard, data, offset)
+            if next_offset == offset:
                 break  # nothing readable at or after offset (compacted away)
+            offset = next_offset
+            replayed += count
             # Other partitions and requests get the loop between chunks.
             await asyncio.sleep(0)
         return max(offset, log.log_end_offset), replayed

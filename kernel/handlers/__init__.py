@@ -1,7 +1,9 @@
 """Kernel-owned APIs, one module per API key. Each module declares ``API_KEY``,
 ``MIN_VERSION``, ``MAX_VERSION`` and ``handle`` (and ``ADVERTISED_MIN_VERSION`` where
 ApiVersions lists more than is served, as Kafka does for Produce); the kernel registers
-them through the same ``kafkernel_register_apis`` hook that plugins use."""
+them through the same ``kafkernel_register_apis`` hook that plugins use. FindCoordinator
+is the exception: it is served only once a plugin registers a coordinator
+(``find_coordinator.register``)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,11 @@
 
 A :class:`GroupMetadata` holds what Kafka's ``GroupMetadata``/``ClassicGroup`` holds:
 state, generation, selected protocol, leader, members, static members (group.instance.id
--> member id), pending members (KIP-394) and pending-sync members, and the group's
-committed offsets. Requests parked on a member (a JoinGroup waiting for the join phase
-to end, a SyncGroup waiting for the leader's assignment) are kept as opaque *reply
-handles* the caller gave us; the coordinator shard turns them into completions.
+-> member id), pending members (KIP-394) and pending-sync members; its committed
+offsets are the offset manager's (``offsets.py``). Requests parked on a member (a
+JoinGroup waiting for the join phase to end, a SyncGroup waiting for the leader's
+assignment) are kept as opaque *reply handles* the caller gave us; the classic group
+manager turns them into completions.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from __future__ import annotations
 import enum
 import struct
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
     "GroupMetadata",
     "GroupState",
     "MemberMetadata",
-    "OffsetAndMetadata",
+    "OffsetExpirationCondition",
     "TopicPartition",
     "parse_subscribed_topics",
 ]
@@ -57,16 +59,13 @@ class GroupState(enum.Enum):
                 return frozenset(GroupState)
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int
-    """-1 when the client did not send one."""
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int = -1
-    """Set only by OffsetCommit v2-v4 retention_time; -1 lets offsets.retention.minutes
-    decide."""
+class OffsetExpirationCondition(NamedTuple):
+    """When the group's committed offsets expire (Kafka's OffsetExpirationCondition):
+    once retention has passed since ``base_timestamp_ms`` (None: since each offset's
+    commit), except offsets of ``kept_topics``."""
+
+    base_timestamp_ms: int | None
+    kept_topics: frozenset[str]
 
 
 @dataclass(slots=True, eq=False)
@@ -156,7 +155,6 @@ class GroupMetadata:
     subscribed_topics: frozenset[str] | None = None
     """Topics the consumer group subscribes to; None when unknown (not a consumer group
     or unparsable metadata), which counts as subscribed to everything."""
-    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- state machine
 
@@ -339,52 +337,24 @@ class GroupMetadata:
 
     # ------------------------------------------------------------------------ offsets
 
-    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
-        """Offsets past retention, by Kafka's rules: an Empty group expires all offsets
-        once retention has passed since it became Empty; a Stable consumer group only
-        offsets of topics it no longer subscribes to; a group that never had members
-        (simple consumers) by commit timestamp; others keep everything."""
+    def offset_expiration_condition(self) -> OffsetExpirationCondition | None:
+        """By Kafka's rules: an Empty group expires all offsets once retention has passed
+        since it became Empty; a Stable consumer group only offsets of topics it no
+        longer subscribes to; a group that never had members (simple consumers) by
+        commit timestamp; others (None) keep everything."""
         if self.protocol_type is not None and self.state is GroupState.EMPTY:
             # Groups loaded from old records have no state timestamp: fall back to the
             # commit timestamp, as Kafka does.
-            since_empty = self.current_state_timestamp_ms
-            return self._expired(
-                now_ms,
-                retention_ms,
-                lambda o: o.commit_timestamp_ms if since_empty is None else since_empty,
-                (),
-            )
+            return OffsetExpirationCondition(self.current_state_timestamp_ms, frozenset())
         if (
             self.protocol_type == CONSUMER_PROTOCOL_TYPE
             and self.subscribed_topics is not None
             and self.state is GroupState.STABLE
         ):
-            return self._expired(
-                now_ms, retention_ms, lambda o: o.commit_timestamp_ms, self.subscribed_topics
-            )
+            return OffsetExpirationCondition(None, self.subscribed_topics)
         if self.protocol_type is None:
-            return self._expired(now_ms, retention_ms, lambda o: o.commit_timestamp_ms, ())
-        return []
-
-    def _expired(
-        self,
-        now_ms: int,
-        retention_ms: int,
-        base_timestamp: Callable[[OffsetAndMetadata], int],
-        subscribed: Iterable[str],
-    ) -> list[TopicPartition]:
-        keep = set(subscribed)
-        expired = []
-        for tp, o in self.offsets.items():
-            if tp[0] in keep:
-                continue
-            if o.expire_timestamp_ms >= 0:
-                # Commits from OffsetCommit v2-v4 carried their own expiry.
-                if now_ms >= o.expire_timestamp_ms:
-                    expired.append(tp)
-            elif now_ms - base_timestamp(o) >= retention_ms:
-                expired.append(tp)
-        return expired
+            return OffsetExpirationCondition(None, frozenset())
+        return None
 
 
 class IllegalGroupTransition(RuntimeError):

@@ -21,7 +21,7 @@ from plugins.coordinator.group import GroupState
 if TYPE_CHECKING:
     from kernel.coordination import CoordinatorRuntime
     from kernel.server import Broker
-    from plugins.coordinator.state_machine import GroupCoordinatorShard
+    from plugins.coordinator.shard import GroupCoordinatorShard
 
 __all__ = ["GroupMetrics"]
 
@@ -102,7 +102,7 @@ class _GroupCollector(Collector):
                     continue
                 counts[group.state.value] += 1
                 members.add_metric([group_id], len(group.members))
-                for (topic, index), committed in list(group.offsets.items()):
+                for (topic, index), committed in list(shard.offsets(group_id).items()):
                     partition = replicas.get_partition(topic, index)
                     if partition is not None and partition.is_leader:
                         lag.add_metric([group_id, topic, str(index)],

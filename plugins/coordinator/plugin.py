@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kernel.config import ConfigSchema
+from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
 from kernel.hookspecs import hookimpl
 from kernel.routing import ApiRegistry, Handler, RequestContext
 from plugins.coordinator.handlers import HANDLER_MODULES
@@ -41,6 +42,11 @@ class CoordinatorPlugin:
         for module in HANDLER_MODULES:
             registry.register(module.API_KEY, self._bind(module),
                               min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+
+    @hookimpl
+    def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
+        registry.register(CoordinatorType.GROUP,
+                          lambda group_id: self.service.coordinator_partition(group_id))
 
     def _bind(self, module: ModuleType) -> Handler:
         handle = module.handle

@@ -12,8 +12,8 @@ purgatory never needs to know what a timer means; when one fires it calls
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.response import JoinGroupResponse
@@ -25,6 +25,7 @@ __all__ = [
     "CancelTimer",
     "Completion",
     "CoordinatorResult",
+    "Effects",
     "HeartbeatDeadline",
     "JoinDeadline",
     "OffsetExpiration",
@@ -117,6 +118,46 @@ class CoordinatorResult(Generic[T]):
     """Responses to requests parked earlier."""
     timers: tuple[TimerOperation, ...] = ()
     """Apply now, in order."""
+
+
+@dataclass(slots=True)
+class Effects:
+    """Collects what one operation produces, across the managers it runs through;
+    becomes its CoordinatorResult."""
+
+    records: list[Record] = field(default_factory=list)
+    completions: list[Completion] = field(default_factory=list)
+    # Keyed so a later operation on the same timer supersedes an earlier one.
+    timers: dict[TimerKey, TimerOperation] = field(default_factory=dict)
+
+    def complete(self, reply_to: Hashable, response: JoinGroupResponse | SyncGroupResponse) -> None:
+        self.completions.append(Completion(reply_to=reply_to, response=response))
+
+    def schedule(self, key: TimerKey, delay_ms: int) -> None:
+        self.timers[key] = ScheduleTimer(key=key, delay_ms=delay_ms)
+
+    def cancel(self, key: TimerKey) -> None:
+        self.timers[key] = CancelTimer(key=key)
+
+    def result(self, response: T | None = None) -> CoordinatorResult[T]:
+        return CoordinatorResult(
+            records=tuple(self.records),
+            response=response,
+            completions=tuple(self.completions),
+            timers=tuple(self.timers.values()),
+        )
+
+    def result_for(self, reply_to: Hashable) -> CoordinatorResult[Any]:
+        """The result of a parkable request: its own completion, if any, becomes the
+        response rather than a completion."""
+        own = [c for c in self.completions if c.reply_to == reply_to]
+        others = [c for c in self.completions if c.reply_to != reply_to]
+        return CoordinatorResult(
+            records=tuple(self.records),
+            response=own[-1].response if own else None,
+            completions=tuple(others),
+            timers=tuple(self.timers.values()),
+        )
 
 
 def append_error_to_response_error(error: ErrorCode, *, offset_commit: bool = False) -> ErrorCode:

@@ -1,7 +1,7 @@
 """The group coordinator of one broker (Kafka's ``GroupCoordinatorService``): the kernel's
 coordinator runtime over ``__consumer_offsets`` with one
-:class:`~plugins.coordinator.state_machine.GroupCoordinatorShard` per partition, plus
-what the handlers share: which partition owns a group, which broker coordinates a key,
+:class:`~plugins.coordinator.shard.GroupCoordinatorShard` per partition, plus
+what the handlers share: which partition owns a group (FindCoordinator asks it too),
 how runtime failures read as Kafka error codes, and the request context of a shard.
 """
 
@@ -16,21 +16,20 @@ from kio.schema.errors import ErrorCode
 from kernel.cluster import NewTopic
 from kernel.coordination import CoordinatorError, CoordinatorRuntime
 from kernel.protocol.errors import KafkaError
+from plugins.coordinator.context import RequestContext
 from plugins.coordinator.metrics import GroupMetrics
 from plugins.coordinator.records import partition_for
 from plugins.coordinator.result import CoordinatorResult, append_error_to_response_error
 from plugins.coordinator.settings import CoordinatorSettings
-from plugins.coordinator.state_machine import GroupCoordinatorShard, RequestContext
+from plugins.coordinator.shard import GroupCoordinatorShard
 
 if TYPE_CHECKING:
     from kernel.routing import RequestContext as KernelRequestContext
     from kernel.server import Broker
 
-__all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "GroupCoordinatorService"]
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinatorService"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Owned by the transaction plugin; FindCoordinator only reads its leaders.
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 # Kafka's offsets.topic.segment.bytes default: small segments compact sooner.
 OFFSETS_TOPIC_SEGMENT_BYTES = 104_857_600
 
@@ -108,20 +107,13 @@ class GroupCoordinatorService:
                                    f"{OFFSETS_TOPIC} does not exist yet")
         return partition_for(group_id, len(topic.partitions))
 
-    def find_coordinator(self, topic_name: str, key: str) -> tuple[int, str, int]:
-        """(node id, host, port) of the leader of ``key``'s partition of ``topic_name``;
-        raises CoordinatorError(COORDINATOR_NOT_AVAILABLE) when there is none."""
-        image = self.broker.metadata.image
-        topic = image.topic(topic_name)
-        if topic is None or not topic.partitions:
-            raise CoordinatorError(ErrorCode.coordinator_not_available,
-                                   f"{topic_name} does not exist")
-        state = topic.partitions.get(partition_for(key, len(topic.partitions)))
-        broker = image.brokers.get(state.leader) if state is not None else None
-        if broker is None:
-            raise CoordinatorError(ErrorCode.coordinator_not_available,
-                                   "the coordinator's partition has no leader")
-        return broker.node_id, broker.host, broker.port
+    def coordinator_partition(self, group_id: str) -> tuple[str, int]:
+        """FindCoordinator's question: the partition that owns ``group_id``. A deleted
+        offsets topic is created again, as Kafka does on a FindCoordinator for a group;
+        meanwhile the answer is COORDINATOR_NOT_AVAILABLE."""
+        if OFFSETS_TOPIC not in self.broker.metadata.image.topics:
+            self.recreate_offsets_topic()
+        return OFFSETS_TOPIC, self.partition_of(group_id)
 
     # -- operations --------------------------------------------------------------------
 

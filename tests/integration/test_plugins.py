@@ -5,15 +5,30 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
+from kernel.cluster import NewTopic
 from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.integration.wire import (
+    connect,
+    decode_response,
+    encode_request,
+    recv_frame,
+    request,
+)
+from tests.plugins.coordinators import (
+    SECOND_GROUP_COORDINATOR,
+    TOPIC,
+    TRANSACTION_COORDINATOR,
+)
 from tests.plugins.hello_plugin import NAME
 
 HELLO = NAME
@@ -52,6 +67,43 @@ def test_two_plugins_claiming_one_api_key_stop_startup() -> None:
                                           r"plugin 'tests.plugins.hello_plugin:ClashingPlugin'"):
         EmbeddedBroker(plugins=["metadata_kraft",
                                 "tests.plugins.hello_plugin:ClashingPlugin"]).start()
+
+
+def _find(bootstrap: str, key_type: int, key: str) -> tuple[ErrorCode, int, int]:
+    (found,) = request(bootstrap, FindCoordinatorRequest(key_type=key_type,
+                                                         coordinator_keys=(key,))).coordinators
+    return found.error_code, found.node_id, found.port
+
+
+def test_find_coordinator_asks_the_plugin_that_registered_the_key_type(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory(plugins=["metadata_kraft", TRANSACTION_COORDINATOR])
+    assert _advertised(b.bootstrap)[10] == (0, 6)
+    # The coordinator's partition has no leader until its topic exists.
+    assert _find(b.bootstrap, 1, "txn-a")[0] == ErrorCode.coordinator_not_available
+    kernel = b.broker
+    assert kernel is not None
+    b.call(kernel.metadata.create_topics([NewTopic(TOPIC, 1, 1)]))
+    deadline = time.monotonic() + 10
+    while (found := _find(b.bootstrap, 1, "txn-b"))[0] != ErrorCode.none \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert found == (ErrorCode.none, kernel.config.broker_id, int(b.bootstrap.rsplit(":", 1)[1]))
+    plugin = kernel.plugins.pm.get_plugin(TRANSACTION_COORDINATOR)
+    assert set(plugin.asked) == {"txn-a", "txn-b"}
+    # No plugin runs a group coordinator here.
+    assert _find(b.bootstrap, 0, "group")[0] == ErrorCode.coordinator_not_available
+
+
+def test_without_a_coordinator_find_coordinator_is_not_advertised(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    assert 10 not in _advertised(broker_factory(plugins=["metadata_kraft"]).bootstrap)
+
+
+def test_two_plugins_claiming_one_coordinator_stop_startup() -> None:
+    with pytest.raises(ConfigError, match=r"the GROUP coordinator is claimed by both plugin "
+                                          r"'coordinator' and plugin "
+                                          r"'tests.plugins.coordinators:SecondGroupCoordinator'"):
+        EmbeddedBroker(plugins=["metadata_kraft", "coordinator",
+                                SECOND_GROUP_COORDINATOR]).start()
 
 
 def test_unknown_plugin_names_what_is_installed() -> None:

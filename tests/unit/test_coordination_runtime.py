@@ -16,7 +16,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import BrokerRegistration, NewTopic
-from kernel.coordination import CoordinatorError, CoordinatorRuntime
+from kernel.coordination import CoordinatorError, CoordinatorRuntime, TransactionResult
 from kernel.testing.embedded import EmbeddedBroker
 
 TOPIC = "__toy_state"
@@ -53,8 +53,19 @@ class KeyValueShard:
     def __init__(self, partition: int) -> None:
         self.values: dict[bytes, bytes] = {}
         self.waiting: dict[bytes, list[Hashable]] = {}
+        # (offset, producer id, producer epoch, key) of each record replayed at load.
+        self.replayed: list[tuple[int, int, int, bytes]] = []
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, offset: int, producer_id: int, producer_epoch: int,
+               key: bytes, value: bytes | None) -> None:
+        self.replayed.append((offset, producer_id, producer_epoch, key))
+        self._set(key, value)
+
+    def replay_end_transaction(self, offset: int, producer_id: int, producer_epoch: int,
+                               result: TransactionResult) -> None:
+        pass
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
         if value is None:
             self.values.pop(key, None)
         else:
@@ -71,7 +82,7 @@ class KeyValueShard:
         return self.put(key, b"fired")
 
     def put(self, key: bytes, value: bytes | None) -> Result:
-        self.replay(key, value)
+        self._set(key, value)
         woken = self.waiting.pop(key, [])
         return Result(records=((key, value),), response="ok",
                       completions=tuple(Done(r, value) for r in woken))
@@ -184,6 +195,8 @@ def test_writes_reach_the_log_and_come_back_after_a_restart(
     again = Toy(broker)
     shard = again.wait_active()
     assert shard.values == {b"b": b"2"}
+    # Each record comes back with its offset; the runtime writes without a producer id.
+    assert shard.replayed == [(0, -1, -1, b"a"), (1, -1, -1, b"b"), (2, -1, -1, b"a")]
     assert again.write(lambda s, r: s.wait(b"b", r)) == b"2"
     again.stop()
 

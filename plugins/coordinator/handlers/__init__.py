@@ -2,8 +2,9 @@
 ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` and ``handle(service, ctx, request)``: it
 authorizes, converts the request to the shard's version, delegates to the
 :class:`~plugins.coordinator.service.GroupCoordinatorService` and answers in the
-client's version. ConsumerGroupHeartbeat (KIP-848) is deliberately absent: clients then
-stay on the classic protocol."""
+client's version. FindCoordinator is the kernel's: the plugin registers the group
+coordinator for key type 0 (``kafkernel_register_coordinators``). ConsumerGroupHeartbeat
+(KIP-848) is deliberately absent: clients then stay on the classic protocol."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from types import ModuleType
 from plugins.coordinator.handlers import (
     delete_groups,
     describe_groups,
-    find_coordinator,
     heartbeat,
     join_group,
     leave_group,
@@ -24,7 +24,6 @@ from plugins.coordinator.handlers import (
 )
 
 HANDLER_MODULES: tuple[ModuleType, ...] = (
-    find_coordinator,
     join_group,
     sync_group,
     heartbeat,

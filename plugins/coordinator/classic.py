@@ -1,48 +1,27 @@
-"""The classic group coordinator for one ``__consumer_offsets`` partition, as a sans-io
-state machine (Kafka's ``GroupCoordinatorShard`` for classic groups).
-
-How to drive it (the contract of Kafka's ``CoordinatorRuntime``):
-
-* Load: feed every record of the partition, in log order, to :meth:`replay`, then call
-  :meth:`on_loaded` and apply its timers. Before that, requests get
-  COORDINATOR_LOAD_IN_PROGRESS (or what Kafka answers instead for old clients).
-* Each request method returns a :class:`CoordinatorResult`. The shard's state already
-  includes its effects. Append ``records`` (if any) to the partition in one batch. Apply
-  ``timers`` right away. Deliver ``response`` and ``completions`` only once everything
-  this shard appended so far is committed (high watermark past the last append), even
-  when the result itself has no records: a response must never reveal state that could
-  still be lost.
-* ``response`` is None when the request is parked (JoinGroup waiting for the other
-  members, SyncGroup waiting for the leader). Park it under the ``reply_to`` handle you
-  passed; its response arrives later as a :class:`Completion` of some other call.
-  Handles must be hashable, not None, and unique per request.
-* When a timer fires, call :meth:`on_timer` with its key and treat the result the same
-  way.
-* If an append fails, the in-memory state is ahead of the log. Answer the requests
-  waiting on it with :func:`append_error_to_response_error`, call :meth:`on_unloaded`
-  (it answers parked requests with NOT_COORDINATOR and cancels the shard's timers) and
-  load a fresh shard from the log; Kafka reverts to its last committed snapshot instead,
-  which amounts to the same thing.
-* On losing leadership of the partition, call :meth:`on_unloaded`.
+"""The classic group protocol of one ``__consumer_offsets`` partition (Kafka's
+``GroupMetadataManager`` for classic groups): JoinGroup, SyncGroup, Heartbeat and
+LeaveGroup, the rebalance timers (session, join and sync deadlines), and the group
+admin views. It owns the partition's groups; their committed offsets are the offset
+manager's, and the shard (``shard.py``) drives both.
 
 Requests come in as kio entities of the newest version that names topics (JoinGroup v9,
-SyncGroup v5, Heartbeat v4, LeaveGroup v5, OffsetCommit v9, OffsetFetch v9 group) and
-responses go out in those versions; :func:`plugins.coordinator.versions.to_version`
-converts from and to the version on the wire. Behaviour that depends on the request
-version reads :attr:`RequestContext.api_version`.
+SyncGroup v5, Heartbeat v4, LeaveGroup v5) and responses go out in those versions;
+:func:`plugins.coordinator.versions.to_version` converts from and to the version on the
+wire. Behaviour that depends on the request version reads
+:attr:`RequestContext.api_version`. ``response`` is None when a request is parked
+(JoinGroup waiting for the other members, SyncGroup waiting for the leader); its
+response arrives later as a completion of some other call, under the ``reply_to``
+handle the caller passed (hashable, not None, unique per request).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
 
-from kio.schema.delete_groups.v2.response import DeletableGroupResult
 from kio.schema.describe_groups.v6.response import DescribedGroup, DescribedGroupMember
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
@@ -53,80 +32,32 @@ from kio.schema.leave_group.v5.request import LeaveGroupRequest
 from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
 from kio.schema.offset_commit.v9.request import OffsetCommitRequest
-from kio.schema.offset_commit.v9.response import (
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-)
-from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
-from kio.schema.offset_delete.v0.response import (
-    OffsetDeleteResponse,
-    OffsetDeleteResponsePartition,
-    OffsetDeleteResponseTopic,
-)
-from kio.schema.offset_fetch.v9.request import OffsetFetchRequestGroup
-from kio.schema.offset_fetch.v9.response import (
-    OffsetFetchResponseGroup,
-    OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopics,
-)
 from kio.schema.sync_group.v5.request import SyncGroupRequest
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from plugins.coordinator.config import GroupCoordinatorConfig
-from plugins.coordinator.group import (
-    GroupMetadata,
-    GroupState,
-    MemberMetadata,
-    OffsetAndMetadata,
-    TopicPartition,
-)
+from plugins.coordinator.context import NO_THROTTLE, RequestContext, group_status_error
+from plugins.coordinator.group import GroupMetadata, GroupState, MemberMetadata
 from plugins.coordinator.records import (
     GroupMemberMetadata,
     GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
     Record,
-    UnknownRecordType,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
     group_metadata_record,
-    offset_commit_record,
 )
 from plugins.coordinator.result import (
-    CancelTimer,
-    Completion,
     CoordinatorResult,
+    Effects,
     HeartbeatDeadline,
     JoinDeadline,
-    OffsetExpiration,
-    ScheduleTimer,
     SyncDeadline,
-    TimerKey,
-    TimerOperation,
 )
 
-__all__ = ["CLASSIC_GROUP_TYPE", "GroupCoordinatorShard", "RequestContext"]
+__all__ = ["CLASSIC_GROUP_TYPE", "UNKNOWN_MEMBER_ID", "ClassicGroupManager"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 UNKNOWN_MEMBER_ID = ""
 CLASSIC_GROUP_TYPE = "classic"
-_NO_THROTTLE = timedelta(0)
-_NO_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """What the shard needs from the request header and the connection."""
-
-    client_id: str
-    client_host: str
-    api_version: int
-    """The version the client sent; some behaviour changed across versions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,61 +75,13 @@ class _Join:
     reason: str
 
 
-@dataclass(slots=True)
-class _Effects:
-    """Collects what one operation produces; becomes its CoordinatorResult."""
-
-    records: list[Record] = field(default_factory=list)
-    completions: list[Completion] = field(default_factory=list)
-    # Keyed so a later operation on the same timer supersedes an earlier one.
-    timers: dict[TimerKey, TimerOperation] = field(default_factory=dict)
-
-    def complete(self, reply_to: Hashable, response: JoinGroupResponse | SyncGroupResponse) -> None:
-        self.completions.append(Completion(reply_to=reply_to, response=response))
-
-    def schedule(self, key: TimerKey, delay_ms: int) -> None:
-        self.timers[key] = ScheduleTimer(key=key, delay_ms=delay_ms)
-
-    def cancel(self, key: TimerKey) -> None:
-        self.timers[key] = CancelTimer(key=key)
-
-    def result(self, response: T | None = None) -> CoordinatorResult[T]:
-        return CoordinatorResult(
-            records=tuple(self.records),
-            response=response,
-            completions=tuple(self.completions),
-            timers=tuple(self.timers.values()),
-        )
-
-    def result_for(self, reply_to: Hashable) -> CoordinatorResult[Any]:
-        """The result of a parkable request: its own completion, if any, becomes the
-        response rather than a completion."""
-        own = [c for c in self.completions if c.reply_to == reply_to]
-        others = [c for c in self.completions if c.reply_to != reply_to]
-        return CoordinatorResult(
-            records=tuple(self.records),
-            response=own[-1].response if own else None,
-            completions=tuple(others),
-            timers=tuple(self.timers.values()),
-        )
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _ms(value: timedelta) -> int:
     return value // timedelta(milliseconds=1)
 
 
-def _java_length(s: str) -> int:
-    """String.length() in Java counts UTF-16 code units; Kafka's limits use it."""
-    return len(s.encode("utf-16-le", "surrogatepass")) // 2
-
-
 def _join_error(member_id: str, error: ErrorCode) -> JoinGroupResponse:
     return JoinGroupResponse(
-        throttle_time=_NO_THROTTLE,
+        throttle_time=NO_THROTTLE,
         error_code=error,
         generation_id=-1,
         protocol_type=None,
@@ -210,74 +93,53 @@ def _join_error(member_id: str, error: ErrorCode) -> JoinGroupResponse:
 
 
 def _sync_error(error: ErrorCode) -> SyncGroupResponse:
-    return SyncGroupResponse(throttle_time=_NO_THROTTLE, error_code=error, assignment=b"")
+    return SyncGroupResponse(throttle_time=NO_THROTTLE, error_code=error, assignment=b"")
 
 
-class GroupCoordinatorShard:
-    """The classic groups of one ``__consumer_offsets`` partition and their offsets."""
+class ClassicGroupManager:
+    """The classic groups of one ``__consumer_offsets`` partition."""
 
     def __init__(
         self,
-        config: GroupCoordinatorConfig | None = None,
-        *,
-        clock: Callable[[], int] = _wall_clock_ms,
+        config: GroupCoordinatorConfig,
+        clock: Callable[[], int],
+        is_loaded: Callable[[], bool],
     ) -> None:
-        """``clock`` returns milliseconds since the epoch; commit timestamps and offset
-        retention use it."""
-        self._config = config or GroupCoordinatorConfig()
+        """``clock`` returns milliseconds since the epoch; ``is_loaded`` tells whether
+        the shard has replayed its whole partition (the shard owns that state)."""
+        self._config = config
         self._clock = clock
+        self._is_loaded = is_loaded
         self._groups: dict[str, GroupMetadata] = {}
-        self._loaded = False
-
-    @property
-    def config(self) -> GroupCoordinatorConfig:
-        return self._config
-
-    @property
-    def is_loaded(self) -> bool:
-        return self._loaded
 
     def group(self, group_id: str) -> GroupMetadata | None:
-        """Read-only view for tests and metrics; mutate only through the operations."""
+        """Read-only view for the offset manager, tests and metrics; mutate only through
+        the operations."""
         return self._groups.get(group_id)
 
     def group_ids(self) -> list[str]:
         return list(self._groups)
 
+    def groups(self) -> list[GroupMetadata]:
+        return list(self._groups.values())
+
     # ================================================================== loading
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one ``__consumer_offsets`` record: at load, for every record in log
-        order. Records of group types this coordinator does not host are skipped."""
-        try:
-            record_key = decode_key(key)
-        except UnknownRecordType:
-            log.debug("skipping a __consumer_offsets record of another group type")
-            return
-        if isinstance(record_key, OffsetCommitKey):
-            tp = (record_key.topic, record_key.partition)
-            group = self._groups.get(record_key.group)
-            if value is None:
-                if group is not None:
-                    group.offsets.pop(tp, None)
-                return
-            if group is None:
-                # Offsets without group metadata: a simple consumer group (or one whose
-                # metadata was compacted away); Kafka keeps it as an Empty group.
-                group = GroupMetadata(group_id=record_key.group)
-                self._groups[record_key.group] = group
-            v = decode_offset_commit_value(value)
-            group.offsets[tp] = OffsetAndMetadata(
-                offset=v.offset,
-                leader_epoch=v.leader_epoch,
-                metadata=v.metadata,
-                commit_timestamp_ms=v.commit_timestamp,
-                expire_timestamp_ms=v.expire_timestamp,
-            )
-        elif value is None:
-            self._groups.pop(record_key.group, None)
+    def replay(self, group_id: str, value: GroupMetadataValue | None) -> None:
+        """Apply a group metadata record (None: the group's tombstone)."""
+        if value is None:
+            self._groups.pop(group_id, None)
         else:
-            self._load_group(record_key.group, decode_group_metadata_value(value))
+            self._load_group(group_id, value)
+
+    def get_or_create_simple_group(self, group_id: str) -> GroupMetadata:
+        """Offsets without group metadata: a simple consumer group (or one whose metadata
+        was compacted away); Kafka keeps it as an Empty group."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = GroupMetadata(group_id=group_id)
+            self._groups[group_id] = group
+        return group
 
     def _load_group(self, group_id: str, value: GroupMetadataValue) -> None:
         protocol = value.protocol or ""
@@ -306,18 +168,12 @@ class GroupCoordinatorShard:
             )
             if m.group_instance_id is not None:
                 group.static_members[m.group_instance_id] = m.member_id
-        previous = self._groups.get(group_id)
-        if previous is not None:
-            group.offsets = previous.offsets
         group.subscribed_topics = group.compute_subscribed_topics()
         self._groups[group_id] = group
 
-    def on_loaded(self) -> CoordinatorResult[None]:
-        """Loading is complete: start serving. Loaded members get a session timeout
-        (they must heartbeat to this coordinator to stay); a group over group.max.size
-        rebalances, as in Kafka."""
-        fx = _Effects()
-        self._loaded = True
+    def on_loaded(self, fx: Effects) -> None:
+        """Loaded members get a session timeout (they must heartbeat to this coordinator
+        to stay); a group over group.max.size rebalances, as in Kafka."""
         for group in list(self._groups.values()):
             for member in group.members.values():
                 fx.schedule(
@@ -325,13 +181,10 @@ class GroupCoordinatorShard:
                 )
             if group.is_in(GroupState.STABLE) and len(group.members) > self._config.group_max_size:
                 self._prepare_rebalance(group, fx, "loaded group is over group.max.size")
-        fx.schedule(OffsetExpiration(), self._config.offsets_retention_check_interval_ms)
-        return fx.result()
 
-    def on_unloaded(self) -> CoordinatorResult[None]:
-        """This broker no longer leads the partition: answer every parked request with
-        NOT_COORDINATOR (clients then find the new coordinator) and cancel all timers."""
-        fx = _Effects()
+    def on_unloaded(self, fx: Effects) -> None:
+        """Answer every parked request with NOT_COORDINATOR (clients then find the new
+        coordinator), cancel the groups' timers and forget them."""
         for group in self._groups.values():
             for member in group.members.values():
                 if member.join_reply is not None:
@@ -347,29 +200,15 @@ class GroupCoordinatorShard:
             fx.cancel(JoinDeadline(group.group_id))
             fx.cancel(SyncDeadline(group.group_id, group.generation_id))
             group.state = GroupState.DEAD
-        fx.cancel(OffsetExpiration())
         self._groups.clear()
-        self._loaded = False
-        return fx.result()
 
     # =================================================================== timers
 
-    def on_timer(self, key: TimerKey) -> CoordinatorResult[None]:
-        """A timer armed by an earlier result fired."""
-        match key:
-            case HeartbeatDeadline(group_id=group_id, member_id=member_id):
-                return self.on_session_timeout(group_id, member_id)
-            case JoinDeadline(group_id=group_id):
-                return self.on_join_deadline(group_id)
-            case SyncDeadline(group_id=group_id, generation_id=generation_id):
-                return self.on_sync_deadline(group_id, generation_id)
-            case OffsetExpiration():
-                return self.on_offset_expiration()
 
     def on_session_timeout(self, group_id: str, member_id: str) -> CoordinatorResult[None]:
         """No heartbeat from the member (or no rejoin from a pending member, or a new
         member's JoinGroup parked too long): remove it, which may start a rebalance."""
-        fx = _Effects()
+        fx = Effects()
         group = self._groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return fx.result()
@@ -387,7 +226,7 @@ class GroupCoordinatorShard:
 
     def on_join_deadline(self, group_id: str) -> CoordinatorResult[None]:
         """The join phase is over: form the next generation from whoever rejoined."""
-        fx = _Effects()
+        fx = Effects()
         group = self._groups.get(group_id)
         if group is None or not group.is_in(GroupState.PREPARING_REBALANCE):
             return fx.result()
@@ -408,7 +247,7 @@ class GroupCoordinatorShard:
     def on_sync_deadline(self, group_id: str, generation_id: int) -> CoordinatorResult[None]:
         """Members that did not send SyncGroup for this generation in time are removed
         and the group rebalances without them."""
-        fx = _Effects()
+        fx = Effects()
         group = self._groups.get(group_id)
         if (
             group is None
@@ -426,34 +265,13 @@ class GroupCoordinatorShard:
         self._prepare_rebalance(group, fx, f"members {missing} sent no SyncGroup in time")
         return fx.result()
 
-    def on_offset_expiration(self) -> CoordinatorResult[None]:
-        """Drop offsets past retention (offsets.retention.minutes), and Empty groups that
-        have no offsets left; re-arms itself."""
-        fx = _Effects()
-        now = self._clock()
-        for group in list(self._groups.values()):
-            expired = group.expired_offsets(now, self._config.offsets_retention_ms)
-            for topic, partition in expired:
-                fx.records.append(offset_commit_record(group.group_id, topic, partition, None))
-            # A group still handing out member ids (KIP-394) is about to be joined.
-            if (
-                group.is_in(GroupState.EMPTY)
-                and len(expired) == len(group.offsets)
-                and not group.pending_members
-            ):
-                group.transition_to(GroupState.DEAD, now)
-                fx.records.append(group_metadata_record(group.group_id, None))
-        self._replay_all(fx.records)
-        fx.schedule(OffsetExpiration(), self._config.offsets_retention_check_interval_ms)
-        return fx.result()
-
     # ================================================================ JoinGroup
 
     def join_group(
         self, ctx: RequestContext, request: JoinGroupRequest, reply_to: Hashable
     ) -> CoordinatorResult[JoinGroupResponse]:
-        fx = _Effects()
-        error = self._group_status_error(request.group_id, allow_empty_group_id=False)
+        fx = Effects()
+        error = self._status_error(request.group_id)
         if error is not None:
             fx.complete(reply_to, _join_error(request.member_id, error))
             return fx.result_for(reply_to)
@@ -523,7 +341,7 @@ class GroupCoordinatorShard:
             case _:
                 return member_id in group.members or len(group.members) < max_size
 
-    def _new_member_join(self, group: GroupMetadata, join: _Join, fx: _Effects) -> None:
+    def _new_member_join(self, group: GroupMetadata, join: _Join, fx: Effects) -> None:
         if group.is_in(GroupState.DEAD):
             fx.complete(
                 join.reply_to, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.coordinator_not_available)
@@ -552,7 +370,7 @@ class GroupCoordinatorShard:
         else:
             self._add_member_and_rebalance(group, new_member_id, join, fx)
 
-    def _current_member_join(self, group: GroupMetadata, join: _Join, fx: _Effects) -> None:
+    def _current_member_join(self, group: GroupMetadata, join: _Join, fx: Effects) -> None:
         member_id = join.member_id
         if group.is_in(GroupState.DEAD):
             fx.complete(join.reply_to, _join_error(member_id, ErrorCode.coordinator_not_available))
@@ -596,7 +414,7 @@ class GroupCoordinatorShard:
                 fx.complete(join.reply_to, _join_error(member_id, ErrorCode.unknown_member_id))
 
     def _add_member_and_rebalance(
-        self, group: GroupMetadata, member_id: str, join: _Join, fx: _Effects
+        self, group: GroupMetadata, member_id: str, join: _Join, fx: Effects
     ) -> None:
         member = MemberMetadata(
             member_id=member_id,
@@ -622,7 +440,7 @@ class GroupCoordinatorShard:
         )
 
     def _update_member_and_rebalance(
-        self, group: GroupMetadata, member: MemberMetadata, join: _Join, fx: _Effects
+        self, group: GroupMetadata, member: MemberMetadata, join: _Join, fx: Effects
     ) -> None:
         superseded = group.update_member(
             member,
@@ -646,7 +464,7 @@ class GroupCoordinatorShard:
         old_member_id: str,
         new_member_id: str,
         join: _Join,
-        fx: _Effects,
+        fx: Effects,
     ) -> None:
         """A known group.instance.id joined without its member id (it restarted): it
         takes over under a new member id and the old id is fenced."""
@@ -709,11 +527,11 @@ class GroupCoordinatorShard:
             case _:
                 raise AssertionError(f"known static member in a {group.state.value} group")
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, fx: _Effects, reason: str) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, fx: Effects, reason: str) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, fx, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, fx: _Effects, reason: str) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata, fx: Effects, reason: str) -> None:
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             # Members waiting in SyncGroup must rejoin instead.
             self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress, fx)
@@ -737,7 +555,7 @@ class GroupCoordinatorShard:
             fx.schedule(JoinDeadline(group.group_id), group.rebalance_timeout_ms())
             self._maybe_complete_join(group, fx)
 
-    def _maybe_complete_join(self, group: GroupMetadata, fx: _Effects) -> None:
+    def _maybe_complete_join(self, group: GroupMetadata, fx: Effects) -> None:
         # The initial delay waits its full time on purpose: more members may be coming.
         if (
             group.is_in(GroupState.PREPARING_REBALANCE)
@@ -746,7 +564,7 @@ class GroupCoordinatorShard:
         ):
             self._complete_join(group, fx)
 
-    def _complete_join(self, group: GroupMetadata, fx: _Effects) -> None:
+    def _complete_join(self, group: GroupMetadata, fx: Effects) -> None:
         fx.cancel(JoinDeadline(group.group_id))
         group.initial_join_delay_ms = None
         group.new_member_added = False
@@ -807,7 +625,7 @@ class GroupCoordinatorShard:
                 for m in group.members.values()
             )
         return JoinGroupResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=NO_THROTTLE,
             error_code=ErrorCode.none,
             generation_id=group.generation_id,
             protocol_type=group.protocol_type,
@@ -823,8 +641,8 @@ class GroupCoordinatorShard:
     def sync_group(
         self, ctx: RequestContext, request: SyncGroupRequest, reply_to: Hashable
     ) -> CoordinatorResult[SyncGroupResponse]:
-        fx = _Effects()
-        error = self._group_status_error(request.group_id, allow_empty_group_id=False)
+        fx = Effects()
+        error = self._status_error(request.group_id)
         if error is ErrorCode.coordinator_load_in_progress:
             # The rebalance state was lost with the old coordinator; REBALANCE_IN_PROGRESS
             # makes the member rejoin, and old clients do not expect load-in-progress here.
@@ -854,7 +672,7 @@ class GroupCoordinatorShard:
                 fx.complete(
                     reply_to,
                     SyncGroupResponse(
-                        throttle_time=_NO_THROTTLE,
+                        throttle_time=NO_THROTTLE,
                         error_code=ErrorCode.none,
                         protocol_type=group.protocol_type,
                         protocol_name=group.protocol_name,
@@ -900,7 +718,7 @@ class GroupCoordinatorShard:
             return ErrorCode.illegal_generation
         return None
 
-    def _complete_sync(self, group: GroupMetadata, request: SyncGroupRequest, fx: _Effects) -> None:
+    def _complete_sync(self, group: GroupMetadata, request: SyncGroupRequest, fx: Effects) -> None:
         """The leader's assignment: persist it, hand every member its part, go Stable."""
         given = {a.member_id: a.assignment for a in request.assignments}
         missing = [m for m in group.members if m not in given]
@@ -918,7 +736,7 @@ class GroupCoordinatorShard:
         self._propagate_assignment(group, ErrorCode.none, fx)
         group.transition_to(GroupState.STABLE, self._clock())
 
-    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode, fx: _Effects) -> None:
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode, fx: Effects) -> None:
         ok = error is ErrorCode.none
         for member in group.members.values():
             if member.sync_reply is None:
@@ -927,7 +745,7 @@ class GroupCoordinatorShard:
             fx.complete(
                 reply,
                 SyncGroupResponse(
-                    throttle_time=_NO_THROTTLE,
+                    throttle_time=NO_THROTTLE,
                     error_code=error,
                     protocol_type=group.protocol_type if ok else None,
                     protocol_name=group.protocol_name if ok else None,
@@ -941,20 +759,20 @@ class GroupCoordinatorShard:
             )
 
     def _reset_and_propagate_assignment_error(
-        self, group: GroupMetadata, error: ErrorCode, fx: _Effects
+        self, group: GroupMetadata, error: ErrorCode, fx: Effects
     ) -> None:
         for member in group.members.values():
             member.assignment = b""
         self._propagate_assignment(group, error, fx)
 
     def _remove_pending_sync_member(
-        self, group: GroupMetadata, member_id: str, fx: _Effects
+        self, group: GroupMetadata, member_id: str, fx: Effects
     ) -> None:
         group.pending_sync_members.discard(member_id)
         if not group.pending_sync_members:
             fx.cancel(SyncDeadline(group.group_id, group.generation_id))
 
-    def _remove_sync_expiration(self, group: GroupMetadata, fx: _Effects) -> None:
+    def _remove_sync_expiration(self, group: GroupMetadata, fx: Effects) -> None:
         group.pending_sync_members.clear()
         fx.cancel(SyncDeadline(group.group_id, group.generation_id))
 
@@ -963,16 +781,16 @@ class GroupCoordinatorShard:
     def heartbeat(
         self, ctx: RequestContext, request: HeartbeatRequest
     ) -> CoordinatorResult[HeartbeatResponse]:
-        fx = _Effects()
-        error = self._group_status_error(request.group_id, allow_empty_group_id=False)
+        fx = Effects()
+        error = self._status_error(request.group_id)
         if error is ErrorCode.coordinator_load_in_progress:
             # Kafka answers blindly while loading; the member's state is coming back.
             error = ErrorCode.none
         elif error is None:
             error = self._heartbeat(request, fx)
-        return fx.result(HeartbeatResponse(throttle_time=_NO_THROTTLE, error_code=error))
+        return fx.result(HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=error))
 
-    def _heartbeat(self, request: HeartbeatRequest, fx: _Effects) -> ErrorCode:
+    def _heartbeat(self, request: HeartbeatRequest, fx: Effects) -> ErrorCode:
         group = self._groups.get(request.group_id)
         error = self._validate_generation_member(
             group, request.member_id, request.group_instance_id, request.generation_id
@@ -995,14 +813,14 @@ class GroupCoordinatorShard:
     ) -> CoordinatorResult[LeaveGroupResponse]:
         """Batch leave (v3+). For v0-v2 build a one-member request and answer with that
         member's error as the top-level error."""
-        fx = _Effects()
-        error = self._group_status_error(request.group_id, allow_empty_group_id=False)
+        fx = Effects()
+        error = self._status_error(request.group_id)
         group = self._groups.get(request.group_id)
         if error is None and group is not None and group.is_in(GroupState.DEAD):
             error = ErrorCode.coordinator_not_available
         if error is not None:
             return fx.result(
-                LeaveGroupResponse(throttle_time=_NO_THROTTLE, error_code=error, members=())
+                LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=error, members=())
             )
         members = []
         for identity in request.members:
@@ -1021,7 +839,7 @@ class GroupCoordinatorShard:
             )
         return fx.result(
             LeaveGroupResponse(
-                throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, members=tuple(members)
+                throttle_time=NO_THROTTLE, error_code=ErrorCode.none, members=tuple(members)
             )
         )
 
@@ -1031,7 +849,7 @@ class GroupCoordinatorShard:
         member_id: str,
         group_instance_id: str | None,
         reason: str | None,
-        fx: _Effects,
+        fx: Effects,
     ) -> ErrorCode:
         why = f"member left; client reason: {reason or 'not provided'}"
         if member_id == UNKNOWN_MEMBER_ID:
@@ -1057,7 +875,7 @@ class GroupCoordinatorShard:
         return ErrorCode.none
 
     def _remove_member_and_update_group(
-        self, group: GroupMetadata, member: MemberMetadata, fx: _Effects, reason: str
+        self, group: GroupMetadata, member: MemberMetadata, fx: Effects, reason: str
     ) -> None:
         self._answer_removed_member(member, fx)
         group.remove(member.member_id)
@@ -1067,7 +885,7 @@ class GroupCoordinatorShard:
         elif group.is_in(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group, fx)
 
-    def _answer_removed_member(self, member: MemberMetadata, fx: _Effects) -> None:
+    def _answer_removed_member(self, member: MemberMetadata, fx: Effects) -> None:
         """A removed member's parked requests get UNKNOWN_MEMBER_ID: if it is still
         alive it rejoins from scratch."""
         if member.join_reply is not None:
@@ -1078,71 +896,17 @@ class GroupCoordinatorShard:
             fx.complete(member.sync_reply, _sync_error(ErrorCode.unknown_member_id))
         member.join_reply = member.sync_reply = None
 
-    # ============================================================= OffsetCommit
+    # ====================================================== for the offset manager
 
-    def commit_offsets(
-        self,
-        ctx: RequestContext,
-        request: OffsetCommitRequest,
-        *,
-        retention_time_ms: int = -1,
-    ) -> CoordinatorResult[OffsetCommitResponse]:
-        """OffsetCommit. ``retention_time_ms`` is the v2-v4 ``retention_time`` field
-        (-1: use offsets.retention.minutes). For v10 resolve topic ids to names first."""
-        fx = _Effects()
-        group = self._groups.get(request.group_id)
-        error = self._group_status_error(request.group_id, allow_empty_group_id=True)
-        if error is None:
-            error = self._validate_offset_commit(ctx, group, request)
-        if error is not None:
-            return fx.result(self._commit_response(request, lambda _p: error))
-
-        member = group.members.get(request.member_id) if group is not None else None
-        if (
-            member is not None
-            and group is not None
-            and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE)
-        ):
-            # A commit proves the member is alive; during PreparingRebalance it is still
-            # allowed, the heartbeat response tells the member to rejoin.
-            fx.schedule(
-                HeartbeatDeadline(group.group_id, member.member_id), member.session_timeout_ms
-            )
-        now = self._clock()
-        expire = now + retention_time_ms if retention_time_ms >= 0 else -1
-        errors: dict[TopicPartition, ErrorCode] = {}
-        for topic in request.topics:
-            for p in topic.partitions:
-                metadata = p.committed_metadata or ""
-                if _java_length(metadata) > self._config.offset_metadata_max_bytes:
-                    errors[(topic.name, p.partition_index)] = ErrorCode.offset_metadata_too_large
-                    continue
-                errors[(topic.name, p.partition_index)] = ErrorCode.none
-                fx.records.append(
-                    offset_commit_record(
-                        request.group_id,
-                        topic.name,
-                        p.partition_index,
-                        OffsetCommitValue(
-                            offset=p.committed_offset,
-                            metadata=metadata,
-                            commit_timestamp=now,
-                            leader_epoch=p.committed_leader_epoch,
-                            expire_timestamp=expire,
-                        ),
-                    )
-                )
-        self._replay_all(fx.records)
-        return fx.result(self._commit_response(request, lambda tp: errors[tp]))
-
-    def _validate_offset_commit(
+    def validate_offset_commit(
         self, ctx: RequestContext, group: GroupMetadata | None, request: OffsetCommitRequest
     ) -> ErrorCode | None:
+        """Whether the group accepts the commit (Kafka's ClassicGroup.validateOffsetCommit)."""
         generation = request.generation_id_or_member_epoch
         if group is None:
             if generation < 0:
                 # A simple consumer or the admin client, not using group management: the
-                # group comes into being with its first offsets (see replay).
+                # group comes into being with its first offsets (see offsets.py).
                 return None
             # v9+ tells the client the group is gone; older clients expect this instead.
             return (
@@ -1174,71 +938,37 @@ class GroupCoordinatorShard:
             return ErrorCode.rebalance_in_progress
         return None
 
-    @staticmethod
-    def _commit_response(
-        request: OffsetCommitRequest, error_of: Callable[[TopicPartition], ErrorCode]
-    ) -> OffsetCommitResponse:
-        return OffsetCommitResponse(
-            throttle_time=_NO_THROTTLE,
-            topics=tuple(
-                OffsetCommitResponseTopic(
-                    name=topic.name,
-                    partitions=tuple(
-                        OffsetCommitResponsePartition(
-                            partition_index=p.partition_index,
-                            error_code=error_of((topic.name, p.partition_index)),
-                        )
-                        for p in topic.partitions
-                    ),
-                )
-                for topic in request.topics
-            ),
-        )
-
-    # ============================================================== OffsetFetch
-
-    def fetch_offsets(
-        self, ctx: RequestContext, request: OffsetFetchRequestGroup, *, require_stable: bool = False
-    ) -> CoordinatorResult[OffsetFetchResponseGroup]:
-        """Committed offsets of one group (OffsetFetch v8+ asks for several groups; call
-        once per group). ``topics`` None means all. Offsets are returned whatever the
-        group state, since groups may use Kafka only to store offsets. No transactional
-        offsets are pending here yet, so ``require_stable`` changes nothing."""
-        fx = _Effects()
-        error = self._group_status_error(request.group_id, allow_empty_group_id=True)
-        if error is not None:
-            return fx.result(
-                OffsetFetchResponseGroup(group_id=request.group_id, topics=(), error_code=error)
+    def reschedule_heartbeat(self, group: GroupMetadata, member_id: str, fx: Effects) -> None:
+        """A commit proves the member is alive; during PreparingRebalance it is still
+        allowed, the heartbeat response tells the member to rejoin."""
+        member = group.members.get(member_id)
+        if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            fx.schedule(
+                HeartbeatDeadline(group.group_id, member.member_id), member.session_timeout_ms
             )
-        group = self._groups.get(request.group_id)
-        offsets = group.offsets if group is not None else {}
-        wanted: dict[str, list[int]] = {}
-        if request.topics is None:
-            for topic, partition in sorted(offsets):
-                wanted.setdefault(topic, []).append(partition)
-        else:
-            for t in request.topics:
-                wanted.setdefault(t.name, []).extend(t.partition_indexes)
-        topics = []
-        for topic, partitions in wanted.items():
-            rows = []
-            for partition in partitions:
-                o = offsets.get((topic, partition))
-                rows.append(
-                    OffsetFetchResponsePartitions(
-                        partition_index=partition,
-                        committed_offset=_NO_OFFSET if o is None else o.offset,
-                        committed_leader_epoch=-1 if o is None else o.leader_epoch,
-                        metadata="" if o is None else o.metadata,
-                        error_code=ErrorCode.none,
-                    )
-                )
-            topics.append(OffsetFetchResponseTopics(name=topic, partitions=tuple(rows)))
-        return fx.result(
-            OffsetFetchResponseGroup(
-                group_id=request.group_id, topics=tuple(topics), error_code=ErrorCode.none
-            )
-        )
+
+    # ============================================================ group deletion
+
+    def validate_delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups removes only Empty groups."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.group_id_not_found
+        if not group.is_in(GroupState.EMPTY):
+            return ErrorCode.non_empty_group
+        return ErrorCode.none
+
+    def can_expire(self, group: GroupMetadata) -> bool:
+        """An Empty group whose offsets all expired goes; one still handing out member
+        ids (KIP-394) is about to be joined."""
+        return group.is_in(GroupState.EMPTY) and not group.pending_members
+
+    def delete_group(self, group_id: str, fx: Effects) -> None:
+        """The group is Dead from now on; its tombstone removes it at replay."""
+        group = self._groups.get(group_id)
+        if group is not None:
+            group.transition_to(GroupState.DEAD, self._clock())
+        fx.records.append(group_metadata_record(group_id, None))
 
     # ================================================================ admin APIs
 
@@ -1247,9 +977,9 @@ class GroupCoordinatorShard:
     ) -> ListGroupsResponse:
         """This shard's part of ListGroups; the handler merges the shards' answers.
         Filters compare case-insensitively; an empty filter matches everything."""
-        if not self._loaded:
+        if not self._is_loaded():
             return ListGroupsResponse(
-                throttle_time=_NO_THROTTLE,
+                throttle_time=NO_THROTTLE,
                 error_code=ErrorCode.coordinator_load_in_progress,
                 groups=(),
             )
@@ -1271,13 +1001,13 @@ class GroupCoordinatorShard:
                     )
                 )
         return ListGroupsResponse(
-            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(listed)
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=tuple(listed)
         )
 
     def describe_group(self, ctx: RequestContext, group_id: str) -> DescribedGroup:
         """One group of DescribeGroups. Member metadata and assignments are shown only
         when Stable, as in Kafka. The handler fills in authorized_operations."""
-        if not self._loaded:
+        if not self._is_loaded():
             return DescribedGroup(
                 error_code=ErrorCode.coordinator_load_in_progress,
                 group_id=group_id,
@@ -1324,97 +1054,10 @@ class GroupCoordinatorShard:
             members=members,
         )
 
-    def delete_groups(
-        self, group_ids: Iterable[str]
-    ) -> CoordinatorResult[tuple[DeletableGroupResult, ...]]:
-        """DeleteGroups for the groups of this shard: only Empty groups go, with all
-        their offsets (tombstones for each, then for the group)."""
-        fx = _Effects()
-        results = []
-        now = self._clock()
-        for group_id in group_ids:
-            error = self._group_status_error(group_id, allow_empty_group_id=True)
-            group = self._groups.get(group_id)
-            if error is not None:
-                pass
-            elif group is None or group.is_in(GroupState.DEAD):
-                error = ErrorCode.group_id_not_found
-            elif not group.is_in(GroupState.EMPTY):
-                error = ErrorCode.non_empty_group
-            else:
-                error = ErrorCode.none
-                group.transition_to(GroupState.DEAD, now)
-                for topic, partition in group.offsets:
-                    fx.records.append(offset_commit_record(group_id, topic, partition, None))
-                fx.records.append(group_metadata_record(group_id, None))
-            results.append(DeletableGroupResult(group_id=group_id, error_code=error))
-        self._replay_all(fx.records)
-        return fx.result(tuple(results))
-
-    def delete_offsets(
-        self, ctx: RequestContext, request: OffsetDeleteRequest
-    ) -> CoordinatorResult[OffsetDeleteResponse]:
-        """OffsetDelete. A consumer group with members keeps the offsets of topics it
-        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); other groups with members refuse
-        (NON_EMPTY_GROUP). An Empty group left without offsets stays, as in Kafka 4.3,
-        until DeleteGroups or the next offset expiration check removes it."""
-        fx = _Effects()
-
-        def top_level(error: ErrorCode) -> CoordinatorResult[OffsetDeleteResponse]:
-            return fx.result(
-                OffsetDeleteResponse(error_code=error, throttle_time=_NO_THROTTLE, topics=())
-            )
-
-        error = self._group_status_error(request.group_id, allow_empty_group_id=False)
-        if error is not None:
-            return top_level(error)
-        group = self._groups.get(request.group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return top_level(ErrorCode.group_id_not_found)
-        consumer_with_members = group.is_consumer_group() and not group.is_in(GroupState.EMPTY)
-        if not group.is_in(GroupState.EMPTY) and not consumer_with_members:
-            return top_level(ErrorCode.non_empty_group)
-
-        topics = []
-        for topic in request.topics:
-            subscribed = consumer_with_members and group.is_subscribed_to_topic(topic.name)
-            rows = []
-            for p in topic.partitions:
-                if subscribed:
-                    rows.append(
-                        OffsetDeleteResponsePartition(
-                            partition_index=p.partition_index,
-                            error_code=ErrorCode.group_subscribed_to_topic,
-                        )
-                    )
-                    continue
-                if (topic.name, p.partition_index) in group.offsets:
-                    fx.records.append(
-                        offset_commit_record(group.group_id, topic.name, p.partition_index, None)
-                    )
-                rows.append(
-                    OffsetDeleteResponsePartition(
-                        partition_index=p.partition_index, error_code=ErrorCode.none
-                    )
-                )
-            topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=tuple(rows)))
-        self._replay_all(fx.records)
-        return fx.result(
-            OffsetDeleteResponse(
-                error_code=ErrorCode.none, throttle_time=_NO_THROTTLE, topics=tuple(topics)
-            )
-        )
-
     # ================================================================== helpers
 
-    def _group_status_error(self, group_id: str, *, allow_empty_group_id: bool) -> ErrorCode | None:
-        # OffsetCommit/OffsetFetch/DescribeGroups/DeleteGroups accept "" for old
-        # clients; the group management APIs need a real group id.
-        if not group_id and not allow_empty_group_id:
-            return ErrorCode.invalid_group_id
-        if not self._loaded:
-            return ErrorCode.coordinator_load_in_progress
-        return None
+    def _status_error(self, group_id: str) -> ErrorCode | None:
+        return group_status_error(group_id, loaded=self._is_loaded(), allow_empty_group_id=False)
 
     @staticmethod
     def _validate_current_member(
@@ -1458,8 +1101,3 @@ class GroupCoordinatorShard:
                 current_state_timestamp=-1 if timestamp is None else timestamp,
             ),
         )
-
-    def _replay_all(self, records: Iterable[Record]) -> None:
-        """Offset and deletion records change state the same way at load and live."""
-        for key, value in records:
-            self.replay(key, value)
