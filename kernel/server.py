@@ -64,7 +64,8 @@ class Broker:
             self.plugins.register_apis(self.routes)
         except RoutingError as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
-        self.dispatcher = RequestDispatcher(self)
+        self.dispatcher = RequestDispatcher(self.routes, self, self.plugins.authorize,
+                                            self.metrics, self.log)
         try:
             self.endpoints = parse_endpoints(
                 cfg.listeners, cfg.listener_security_protocol_map, "listeners"

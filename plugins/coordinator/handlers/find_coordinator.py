@@ -61,7 +61,7 @@ def _find(service: GroupCoordinatorService, ctx: RequestContext, key_type: int,
     try:
         node_id, host, port = service.find_coordinator(topic, key)
     except KafkaError as e:
-        if topic == OFFSETS_TOPIC and topic not in ctx.broker.metadata.image.topics:
+        if topic == OFFSETS_TOPIC and topic not in ctx.services.metadata.image.topics:
             service.recreate_offsets_topic()
         return _error(e.error_code)
     return ErrorCode.none, None, node_id, host, port
