@@ -24,7 +24,7 @@ from kernel.config import ConfigError, ConfigSchema
 if TYPE_CHECKING:
     from kernel.cluster import MetadataBackend
     from kernel.routing import ApiRegistry, Session
-    from kernel.server import Broker
+    from kernel.services import PluginServices
 
 ENTRY_POINT_GROUP = "kafkernel.plugins"
 KERNEL_PLUGIN = "kernel"
@@ -148,7 +148,7 @@ class PluginFacade:
 
     # -- providers ---------------------------------------------------------
 
-    def metadata_backend(self, broker: Broker) -> MetadataBackend | None:
+    def metadata_backend(self, broker: PluginServices) -> MetadataBackend | None:
         return self.pm.hook.kafkernel_metadata_backend(broker=broker)
 
     def authorize(
@@ -162,10 +162,10 @@ class PluginFacade:
 
     # -- lifecycle ---------------------------------------------------------
 
-    async def startup(self, broker: Broker) -> None:
+    async def startup(self, broker: PluginServices) -> None:
         await _await_all(self.pm.hook.kafkernel_startup(broker=broker))
 
-    async def shutdown(self, broker: Broker) -> None:
+    async def shutdown(self, broker: PluginServices) -> None:
         # Reverse of startup: plugins registered last stop first.
         await _await_all(self.pm.hook.kafkernel_shutdown(broker=broker), reverse=False)
 
