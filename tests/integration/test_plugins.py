@@ -6,12 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 
 from kernel.config import ConfigError
+from kernel.services import BrokerServices, PluginServices
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 from tests.plugins.hello_plugin import NAME
@@ -39,6 +41,22 @@ def test_plugin_adds_an_api_and_reads_its_table(broker_factory) -> None:  # type
         _, body = decode_response(frame, 48, 1)
     assert body.entries[0].values[0].key == "producer_byte_rate"
     assert body.entries[0].values[0].value == 2048.0
+
+
+def _members(protocol: type) -> set[str]:
+    return {name for cls in protocol.__mro__ if Protocol in cls.__bases__
+            for name in vars(cls) if not name.startswith("_")}
+
+
+def test_the_broker_is_what_handlers_and_plugins_are_promised(
+        broker: EmbeddedBroker) -> None:
+    """Handlers and hooks are given the Broker typed as these Protocols: it has every
+    member they name."""
+    assert broker.broker is not None
+    members = _members(PluginServices)
+    assert _members(BrokerServices) < members
+    assert {"metadata", "replicas", "plugin_settings"} <= members
+    assert [m for m in sorted(members) if not hasattr(broker.broker, m)] == []
 
 
 def test_disabled_plugin_is_not_advertised(broker: EmbeddedBroker) -> None:
