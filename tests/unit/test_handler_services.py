@@ -4,11 +4,12 @@ Broker: here a small services object holds a fixed cluster image and real compon
 
 from __future__ import annotations
 
+import ast
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -28,6 +29,7 @@ from kernel.services import BrokerServices, ServedApi
 
 BROKER_ID = 1
 TOPIC = "orders"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -169,3 +171,23 @@ def test_describe_configs_denied_without_a_broker(services: Services) -> None:
     (topic,) = describe_configs.handle(
         ctx, describe_configs_request(ConfigResourceType.TOPIC, TOPIC)).results
     assert topic.error_code == ErrorCode.topic_authorization_failed
+
+
+def test_handlers_use_only_what_broker_services_names() -> None:
+    """Read statically, as no handler test reaches every line: each ``<x>.services.<name>``
+    and ``services.<name>`` in a request handler is a member of BrokerServices."""
+    members = {name for name in vars(BrokerServices) if not name.startswith("_")}
+    assert Protocol in BrokerServices.__bases__ and {"metadata", "replicas"} <= members
+    files = [*ROOT.glob("kernel/handlers/*.py"), ROOT / "kernel/authorized_operations.py",
+             *ROOT.glob("plugins/*/handlers/*.py")]
+    used: dict[str, set[str]] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Attribute):
+                continue
+            owner = node.value
+            if (isinstance(owner, ast.Name) and owner.id == "services") or (
+                    isinstance(owner, ast.Attribute) and owner.attr == "services"):
+                used.setdefault(node.attr, set()).add(str(path.relative_to(ROOT)))
+    assert used, "no handler reads its services"
+    assert {name: sorted(where) for name, where in used.items() if name not in members} == {}
