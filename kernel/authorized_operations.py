@@ -27,7 +27,7 @@ OPERATIONS = {"CLUSTER": CLUSTER_OPERATIONS, "TOPIC": TOPIC_OPERATIONS,
 
 def authorized_operations(ctx: RequestContext, resource_type: str, name: str) -> int:
     """The bits of the operations on ``resource_type`` ``name`` that the session may use."""
-    authorize = ctx.broker.plugins.authorize
+    authorize = ctx.authorize
     bits = 0
     for operation, code in OPERATIONS[resource_type].items():
         if authorize(ctx.session, operation, resource_type, name):

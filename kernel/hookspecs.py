@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kernel.config import ConfigSchema
     from kernel.coordination.registry import CoordinatorRegistry
     from kernel.routing import ApiRegistry, Session
-    from kernel.server import Broker
+    from kernel.services import PluginServices
 
 PROJECT = "kafkernel"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -78,7 +78,7 @@ def kafkernel_register_sasl_mechanisms(registry: dict[str, object]) -> None:
 
 
 @hookspec(firstresult=True)
-def kafkernel_metadata_backend(broker: Broker) -> MetadataBackend | None:
+def kafkernel_metadata_backend(broker: PluginServices) -> MetadataBackend | None:
     """Provide the metadata backend; stops at first non-None result.
 
     Exactly one enabled plugin must answer (``metadata_kraft`` or ``metadata_zk``).
@@ -106,7 +106,7 @@ def kafkernel_authorize(
 
 
 @hookspec
-def kafkernel_startup(broker: Broker) -> Awaitable[None] | None:
+def kafkernel_startup(broker: PluginServices) -> Awaitable[None] | None:
     """Called once the kernel's components run (logs loaded, metadata published) and
     before listeners accept connections. Start plugin state here.
 
@@ -115,7 +115,7 @@ def kafkernel_startup(broker: Broker) -> Awaitable[None] | None:
 
 
 @hookspec
-def kafkernel_shutdown(broker: Broker) -> Awaitable[None] | None:
+def kafkernel_shutdown(broker: PluginServices) -> Awaitable[None] | None:
     """Called after listeners stopped accepting, before logs are closed.
 
     :returns: an awaitable the kernel awaits, or None.

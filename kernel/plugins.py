@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kernel.cluster import MetadataBackend
     from kernel.coordination.registry import CoordinatorRegistry
     from kernel.routing import ApiRegistry, Session
-    from kernel.server import Broker
+    from kernel.services import PluginServices
 
 ENTRY_POINT_GROUP = "kafkernel.plugins"
 KERNEL_PLUGIN = "kernel"
@@ -154,7 +154,7 @@ class PluginFacade:
 
     # -- providers ---------------------------------------------------------
 
-    def metadata_backend(self, broker: Broker) -> MetadataBackend | None:
+    def metadata_backend(self, broker: PluginServices) -> MetadataBackend | None:
         return self.pm.hook.kafkernel_metadata_backend(broker=broker)
 
     def authorize(
@@ -168,10 +168,10 @@ class PluginFacade:
 
     # -- lifecycle ---------------------------------------------------------
 
-    async def startup(self, broker: Broker) -> None:
+    async def startup(self, broker: PluginServices) -> None:
         await _await_all(self.pm.hook.kafkernel_startup(broker=broker))
 
-    async def shutdown(self, broker: Broker) -> None:
+    async def shutdown(self, broker: PluginServices) -> None:
         # Reverse of startup: plugins registered last stop first.
         await _await_all(self.pm.hook.kafkernel_shutdown(broker=broker), reverse=False)
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 
-if TYPE_CHECKING:
-    from kernel.server import Broker
+from kernel.services import BrokerServices
 
 
 class RoutingError(Exception):
@@ -37,11 +36,18 @@ class Session:
     extensions: dict[str, Any] = field(default_factory=dict)
 
 
+Authorize = Callable[[Session, str, str, str], bool]
+"""(session, operation, resource type, resource name) -> allowed: the enabled authorizer
+(the ``kafkernel_authorize`` hook), as Kafka's handlers ask it."""
+
+
 @dataclass(slots=True)
 class RequestContext:
-    """Everything a handler knows about the request besides its decoded body."""
+    """Everything a handler knows about the request besides its decoded body: the
+    broker's services (not the broker), the connection's session and the authorizer."""
 
-    broker: Broker
+    services: BrokerServices
+    authorize: Authorize
     session: Session
     api_key: int
     api_version: int

@@ -69,7 +69,8 @@ class Broker:
             find_coordinator.register(self.routes, self.coordinators)
         except RoutingError as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
-        self.dispatcher = RequestDispatcher(self)
+        self.dispatcher = RequestDispatcher(self.routes, self, self.plugins.authorize,
+                                            self.metrics, self.log)
         try:
             self.endpoints = parse_endpoints(
                 cfg.listeners, cfg.listener_security_protocol_map, "listeners"

@@ -51,7 +51,7 @@ from kernel.purgatory import DelayedOperation, TimerTask
 
 if TYPE_CHECKING:
     from kernel.replica.partition import Partition
-    from kernel.server import Broker
+    from kernel.services import PluginServices
 
 __all__ = [
     "CoordinatorError",
@@ -288,7 +288,7 @@ class CoordinatorRuntime(Generic[S]):
 
     def __init__(
         self,
-        broker: Broker,
+        broker: PluginServices,
         topic: str,
         shard_factory: Callable[[int], S],
         *,

@@ -89,8 +89,8 @@ async def alter_resources(
 
 async def _alter(ctx: RequestContext, resource: Any, new_configs: NewConfigs,
                  validate_only: bool) -> None:
-    broker = ctx.broker
-    authorize = broker.plugins.authorize
+    services = ctx.services
+    authorize = ctx.authorize
     kind, name = resource.resource_type, resource.resource_name
     if kind == ConfigResourceType.TOPIC:
         if not authorize(ctx.session, "ALTER_CONFIGS", "TOPIC", name):
@@ -98,28 +98,28 @@ async def _alter(ctx: RequestContext, resource: Any, new_configs: NewConfigs,
         problem = topic_name_problem(name)
         if problem is not None:
             raise KafkaError(ErrorCode.invalid_topic_exception, problem)
-        image = broker.metadata.image
+        image = services.metadata.image
         topic = image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"The topic '{name}' does not exist.")
-        view = BrokerConfigView(broker, image)
+        view = BrokerConfigView(services, image)
         configs = checked_topic_configs(
             new_configs(ConfigResourceType.TOPIC, topic.configs, view))
         if not validate_only:
-            await broker.metadata.set_topic_configs(name, configs)
+            await services.metadata.set_topic_configs(name, configs)
         return
     if kind == ConfigResourceType.BROKER:
         if not authorize(ctx.session, "ALTER_CONFIGS", "CLUSTER", CLUSTER_NAME):
             raise KafkaError(ErrorCode.cluster_authorization_failed)
         # Like Kafka's controller, any broker id may be configured from any broker.
         broker_id = broker_id_of(name) if name else CLUSTER_DEFAULT
-        image = broker.metadata.image
-        view = BrokerConfigView(broker, image)
+        image = services.metadata.image
+        view = BrokerConfigView(services, image)
         configs = checked_broker_configs(new_configs(
             ConfigResourceType.BROKER, image.broker_configs.get(broker_id, {}), view))
         if not validate_only:
-            await broker.metadata.set_broker_configs(broker_id, configs)
+            await services.metadata.set_broker_configs(broker_id, configs)
         return
     try:
         known = ConfigResourceType(kind).name

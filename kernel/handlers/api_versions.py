@@ -46,7 +46,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         m.ApiVersionsResponse,
         error_code=error,
         # Kafka lists no API with INVALID_REQUEST (ApiVersionsRequest.getErrorResponse).
-        api_keys=_api_keys(m, ctx.broker.routes) if error == ErrorCode.none else (),
+        api_keys=_api_keys(m, ctx.services.routes) if error == ErrorCode.none else (),
         throttle_time=datetime.timedelta(0),
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernel.cluster import ClusterImage
 from kernel.config import (
@@ -29,9 +29,7 @@ from kernel.config import (
     validate_topic_configs,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from kernel.server import Broker
+from kernel.services import BrokerServices
 
 CLUSTER_DEFAULT = -1  # ClusterImage.broker_configs key of cluster-wide dynamic defaults
 
@@ -138,11 +136,11 @@ class BrokerConfigView:
     """One broker's configs as of one cluster image: the static file, the dynamic
     configs in the image, and the effective settings they make together."""
 
-    def __init__(self, broker: Broker, image: ClusterImage | None = None) -> None:
-        image = image if image is not None else broker.metadata.image
-        self.broker_id = broker.config.broker_id
-        self.static = broker.loaded.broker
-        self.static_keys = broker.loaded.explicit_keys
+    def __init__(self, services: BrokerServices, image: ClusterImage | None = None) -> None:
+        image = image if image is not None else services.metadata.image
+        self.broker_id = services.config.broker_id
+        self.static = services.loaded.broker
+        self.static_keys = services.loaded.explicit_keys
         self.keys = schema_keys(BrokerConfig)
         self.dynamic_default: Mapping[str, str] = image.broker_configs.get(CLUSTER_DEFAULT, {})
         self.dynamic_broker: Mapping[str, str] = image.broker_configs.get(self.broker_id, {})

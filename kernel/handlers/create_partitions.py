@@ -24,12 +24,12 @@ MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    authorize = broker.plugins.authorize
+    services = ctx.services
+    authorize = ctx.authorize
     cluster_alter = authorize(ctx.session, "ALTER", "CLUSTER", CLUSTER_NAME)
     counts = Counter(t.name for t in request.topics)
     answered: dict[str, tuple[ErrorCode, str | None]] = {}
-    if _added_partitions(request.topics, broker.metadata.image) > MAX_PARTITIONS_PER_BATCH:
+    if _added_partitions(request.topics, services.metadata.image) > MAX_PARTITIONS_PER_BATCH:
         # The same bound as CreateTopics (Kafka applies it since KAFKA-19673).
         answered = {n: (ErrorCode.policy_violation, TOO_MANY_PARTITIONS) for n in counts}
     for topic in request.topics:
@@ -43,9 +43,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             answered[name] = (ErrorCode.topic_authorization_failed, None)
             continue
         try:
-            assignments = _validate(topic, broker.metadata.image)
+            assignments = _validate(topic, services.metadata.image)
             if not request.validate_only:
-                await broker.metadata.create_partitions(name, topic.count, assignments)
+                await services.metadata.create_partitions(name, topic.count, assignments)
         except KafkaError as e:
             answered[name] = (e.error_code, e.message)
         else:

@@ -59,10 +59,10 @@ def _collision_key(name: str) -> str:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    image = broker.metadata.image
-    view = BrokerConfigView(broker, image)
-    authorize = broker.plugins.authorize
+    services = ctx.services
+    image = services.metadata.image
+    view = BrokerConfigView(services, image)
+    authorize = ctx.authorize
     cluster_create = authorize(ctx.session, "CREATE", "CLUSTER", CLUSTER_NAME)
     counts = Counter(t.name for t in request.topics)
     if _total_partitions(request.topics, view.effective) > MAX_PARTITIONS_PER_BATCH:
@@ -194,7 +194,7 @@ def check_replicas(replicas: tuple[int, ...], image: ClusterImage,
 async def _create(ctx: RequestContext, outcomes: list[_Outcome]) -> None:
     if not outcomes:
         return
-    backend = ctx.broker.metadata
+    backend = ctx.services.metadata
     try:
         # One metadata write for the whole request; the backend creates all or none.
         created = await backend.create_topics([o.new_topic for o in outcomes if o.new_topic])
@@ -214,7 +214,7 @@ async def _create(ctx: RequestContext, outcomes: list[_Outcome]) -> None:
 
 def _respond(ctx: RequestContext, view: BrokerConfigView, outcomes: list[_Outcome]) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    authorize = ctx.broker.plugins.authorize
+    authorize = ctx.authorize
     results = []
     for o in outcomes:
         if o.error != ErrorCode.none or o.new_topic is None:

@@ -42,7 +42,7 @@ class _Pending:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    live = ctx.broker.metadata.image.brokers
+    live = ctx.services.metadata.image.brokers
     pending: list[_Pending] = []
 
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
@@ -79,12 +79,12 @@ class DelayedDeleteRecords(DelayedResponse):
         self.pending = pending
 
     def try_complete(self) -> bool:
-        broker = self.ctx.broker
-        live = broker.metadata.image.brokers
+        services = self.ctx.services
+        live = services.metadata.image.brokers
         still: list[_Pending] = []
         for w in self.pending:
             p = w.partition
-            gone = broker.replicas.get_partition(p.topic, p.partition) is not p
+            gone = services.replicas.get_partition(p.topic, p.partition) is not p
             if gone or not p.is_leader:
                 w.fields.update(low_watermark=INVALID_LOW_WATERMARK, error_code=(
                     ErrorCode.unknown_topic_or_partition if gone
@@ -104,10 +104,10 @@ class DelayedDeleteRecords(DelayedResponse):
 async def _wait_for_replicas(ctx: RequestContext, timeout_ms: int, pending: list[_Pending],
                              topics: list[tuple[str, list[dict[str, Any]]]]) -> Any:
     op = DelayedDeleteRecords(ctx, timeout_ms, pending)
-    await op.wait_in(ctx.broker.delete_records_purgatory, [w.partition.key for w in pending])
+    await op.wait_in(ctx.services.delete_records_purgatory, [w.partition.key for w in pending])
     for w in pending:
         if w.fields["error_code"] != ErrorCode.none:
-            ctx.broker.metrics.error(w.fields["error_code"])
+            ctx.services.metrics.error(w.fields["error_code"])
     return _response(ctx, topics)
 
 

@@ -41,16 +41,16 @@ def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID]]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     requested = _requested(request, ctx.api_version)
-    if not broker.config.delete_topic_enable:
+    if not services.config.delete_topic_enable:
         error = (ErrorCode.invalid_request if ctx.api_version < 3
                  else ErrorCode.topic_deletion_disabled)
         results = [_Result(name, tid, error, "Topic deletion is disabled.")
                    for name, tid in requested]
         return _respond(ctx, results)
-    image = broker.metadata.image
-    authorize = broker.plugins.authorize
+    image = services.metadata.image
+    authorize = ctx.authorize
     cluster_delete = authorize(ctx.session, "DELETE", "CLUSTER", CLUSTER_NAME)
 
     def describable(name: str) -> bool:
@@ -112,7 +112,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 async def _delete(ctx: RequestContext, to_delete: dict[str, _Result]) -> None:
     if not to_delete:
         return
-    backend = ctx.broker.metadata
+    backend = ctx.services.metadata
     try:
         await backend.delete_topics(list(to_delete))
     except KafkaError:

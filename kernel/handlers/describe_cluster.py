@@ -25,7 +25,7 @@ ENDPOINT_CONTROLLERS = 2
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    image = ctx.broker.metadata.image
+    image = ctx.services.metadata.image
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
     if endpoint_type != ENDPOINT_BROKERS:
         known = endpoint_type == ENDPOINT_CONTROLLERS
@@ -67,6 +67,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _authorized_operations(ctx: RequestContext) -> int:
-    if not ctx.broker.plugins.authorize(ctx.session, "DESCRIBE", "CLUSTER", CLUSTER_NAME):
+    if not ctx.authorize(ctx.session, "DESCRIBE", "CLUSTER", CLUSTER_NAME):
         return 0
     return authorized_operations(ctx, "CLUSTER", CLUSTER_NAME)

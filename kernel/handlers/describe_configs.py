@@ -26,7 +26,7 @@ MAX_VERSION = 4
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    view = BrokerConfigView(ctx.broker)
+    view = BrokerConfigView(ctx.services)
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_docs = bool(getattr(request, "include_documentation", False))
     results = []
@@ -53,7 +53,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _describe(ctx: RequestContext, view: BrokerConfigView, resource: Any) -> list[ConfigEntry]:
-    authorize = ctx.broker.plugins.authorize
+    authorize = ctx.authorize
     kind, name = resource.resource_type, resource.resource_name
     if kind == ConfigResourceType.TOPIC:
         if not authorize(ctx.session, "DESCRIBE_CONFIGS", "TOPIC", name):
@@ -61,7 +61,7 @@ def _describe(ctx: RequestContext, view: BrokerConfigView, resource: Any) -> lis
         problem = topic_name_problem(name)
         if problem is not None:
             raise KafkaError(ErrorCode.invalid_topic_exception, problem)
-        topic = ctx.broker.metadata.image.topics.get(name)
+        topic = ctx.services.metadata.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         return view.topic_entries(topic.configs)

@@ -28,8 +28,8 @@ MAX_PARTITIONS = 2000
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    image = ctx.broker.metadata.image
-    authorize = ctx.broker.plugins.authorize
+    image = ctx.services.metadata.image
+    authorize = ctx.authorize
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics

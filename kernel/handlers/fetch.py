@@ -60,15 +60,15 @@ class FetchPartitionState:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     if getattr(request, "session_id", 0) != 0 or getattr(request, "session_epoch", -1) > 0:
         return _top_level_error(ctx, ErrorCode.fetch_session_id_not_found)
     replica_id = _replica_id(request)
     follower = replica_id >= 0
     # Kafka: a follower fetch needs CLUSTER_ACTION; without it every partition is refused.
-    cluster_action = follower and broker.plugins.authorize(
+    cluster_action = follower and ctx.authorize(
         ctx.session, "CLUSTER_ACTION", "CLUSTER", CLUSTER_NAME)
-    image = broker.metadata.image
+    image = services.metadata.image
     access = TopicAccess(ctx, "READ")
     states: list[FetchPartitionState] = []
     for topic in request.topics:
@@ -88,7 +88,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 state.error = ErrorCode.topic_authorization_failed
                 continue
             try:
-                partition = broker.replicas.leader_partition(name, p.partition, image)
+                partition = services.replicas.leader_partition(name, p.partition, image)
                 partition.check_leader_epoch(state.current_leader_epoch)
                 if follower:
                     partition.check_follower(replica_id, state.current_leader_epoch)
@@ -125,10 +125,10 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
     (KIP-74), so a consumer can always make progress."""
     remaining = request.max_bytes
     if replica_id < 0:
-        remaining = min(remaining, ctx.broker.config.fetch_max_bytes)
+        remaining = min(remaining, ctx.services.config.fetch_max_bytes)
     total = 0
     read_committed = request.isolation_level == READ_COMMITTED
-    metrics = ctx.broker.metrics
+    metrics = ctx.services.metrics
     for s in states:
         p = s.partition
         if p is None or s.error != ErrorCode.none:
@@ -150,8 +150,8 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             s.error = e.error_code
             continue
         if replica_id >= 0:
-            ctx.broker.replicas.follower_fetched(p, replica_id, s.fetch_offset,
-                                                 s.follower_log_start_offset)
+            ctx.services.replicas.follower_fetched(p, replica_id, s.fetch_offset,
+                                                   s.follower_log_start_offset)
         if info.first_entry_incomplete:
             # As Kafka does from Fetch v3: a batch cut by the limits is not sent; the
             # partition comes first in a later request and gets it whole (KIP-74).
@@ -181,7 +181,7 @@ class DelayedFetch(DelayedResponse):
         self.already = already
 
     def try_complete(self) -> bool:
-        replicas = self.ctx.broker.replicas
+        replicas = self.ctx.services.replicas
         accumulated = self.already
         for s in self.states:
             p = s.partition
@@ -203,16 +203,16 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
         if s.partition is not None:
             s.appended_at_wait = s.partition.log.appended_bytes
     op = DelayedFetch(ctx, request, states, replica_id, already, max_wait_ms)
-    await op.wait_in(ctx.broker.fetch_purgatory,
+    await op.wait_in(ctx.services.fetch_purgatory,
                      [s.partition.key for s in states if s.partition is not None])
     # Read again: the partitions may have moved on, been deleted or changed leader.
-    image = ctx.broker.metadata.image
+    image = ctx.services.metadata.image
     for s in states:
         s.records = b""
         s.diverging = None
         if s.partition is not None and s.topic is not None:
             try:
-                s.partition = ctx.broker.replicas.leader_partition(s.topic, s.index, image)
+                s.partition = ctx.services.replicas.leader_partition(s.topic, s.index, image)
             except KafkaError as e:
                 s.error = e.error_code
                 s.partition = None
@@ -253,7 +253,7 @@ def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
                 epoch=s.diverging[0], end_offset=s.diverging[1])
         fields.update(hints.current_leader(s.topic, s.index, s.error))
         if s.error != ErrorCode.none:
-            ctx.broker.metrics.error(s.error)
+            ctx.services.metrics.error(s.error)
         by_topic.setdefault((s.topic, s.topic_id), []).append(make(m.PartitionData, **fields))
     topics = tuple(
         make(m.FetchableTopicResponse, topic=name or "", topic_id=topic_id or ZERO_UUID,

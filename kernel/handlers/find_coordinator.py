@@ -57,15 +57,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _find(ctx: RequestContext, key_type: int, key: str) -> _Found:
-    broker = ctx.broker
-    partition_of = broker.coordinators.get(key_type)
+    services = ctx.services
+    partition_of = services.coordinators.get(key_type)
     if partition_of is None and key_type not in (CoordinatorType.GROUP,
                                                  CoordinatorType.TRANSACTION):
         # An unknown type, or share groups with no share coordinator.
         return _error(ErrorCode.invalid_request, f"unsupported key type {key_type}")
     operation, resource_type, denied = _AUTHORIZATION[CoordinatorType(key_type)]
     resource = CLUSTER_NAME if resource_type == "CLUSTER" else key
-    if not broker.plugins.authorize(ctx.session, operation, resource_type, resource):
+    if not ctx.authorize(ctx.session, operation, resource_type, resource):
         return _error(denied)
     if partition_of is None:
         # Kafka always runs its group and transaction coordinators; no plugin runs this one.
@@ -74,7 +74,7 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> _Found:
         topic, partition = partition_of(key)
     except KafkaError as e:
         return _error(e.error_code)
-    image = broker.metadata.image
+    image = services.metadata.image
     state = image.partition(topic, partition)
     leader = image.brokers.get(state.leader) if state is not None else None
     if leader is None:

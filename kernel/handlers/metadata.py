@@ -34,8 +34,8 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    image = broker.metadata.image
+    services = ctx.services
+    image = services.metadata.image
     requested = request.topics
     if requested and ctx.api_version < 12 and any(
             t.name is None or getattr(t, "topic_id", None) not in (None, ZERO_UUID)
@@ -63,8 +63,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if n not in image.topics and topic_name_problem(n) is None
         and n != CLUSTER_METADATA_TOPIC and not is_internal_topic(n)
     ]
-    if missing and allow_auto and broker.config.auto_create_topics_enable:
-        creatable = [n for n in missing if broker.plugins.authorize(
+    if missing and allow_auto and services.config.auto_create_topics_enable:
+        creatable = [n for n in missing if ctx.authorize(
             ctx.session, "CREATE", "TOPIC", n)]
         if creatable:
             return _create_then_respond(ctx, request, names, unknown_ids, creatable)
@@ -73,21 +73,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _create_then_respond(ctx: RequestContext, request: Any, names: list[str],
                                unknown_ids: list[uuid.UUID | None], creatable: list[str]) -> Any:
-    broker = ctx.broker
-    cfg = broker.config
+    services = ctx.services
+    cfg = services.config
     for name in creatable:
         try:
-            await broker.metadata.create_topics([
+            await services.metadata.create_topics([
                 NewTopic(name, cfg.num_partitions, cfg.default_replication_factor)
             ])
         except KafkaError as e:
             if e.error_code != ErrorCode.topic_already_exists:
-                broker.log.warning("auto-create failed", topic=name, error=e.error_code.name)
-    return _respond(ctx, request, broker.metadata.image, [], names, unknown_ids)
+                services.log.warning("auto-create failed", topic=name, error=e.error_code.name)
+    return _respond(ctx, request, services.metadata.image, [], names, unknown_ids)
 
 
 def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
-    authorize = ctx.broker.plugins.authorize
+    authorize = ctx.authorize
     return [t for t in image.topics.values()
             if authorize(ctx.session, "DESCRIBE", "TOPIC", t.name)]
 
@@ -106,7 +106,7 @@ def _refuse_topic_ids(ctx: RequestContext, requested: Any) -> Any:
 def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: list[TopicImage],
              names: list[str], unknown_ids: list[uuid.UUID | None]) -> Any:
     m = response_module(API_KEY, ctx.api_version)
-    authorize = ctx.broker.plugins.authorize
+    authorize = ctx.authorize
 
     def topic_entry(t: TopicImage) -> Any:
         entry = _topic(m, t, ErrorCode.none)

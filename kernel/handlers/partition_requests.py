@@ -24,12 +24,12 @@ def answer_partitions(
     response fields, or the error code stands in ``error_code``. The dict ``answer``
     returns is the one in the result (index and error_code filled in when it lacks
     them), so a handler may keep it and complete it later (DeleteRecords does)."""
-    broker = ctx.broker
-    image = broker.metadata.image
+    services = ctx.services
+    image = services.metadata.image
     out: list[tuple[str, list[dict[str, Any]]]] = []
     for topic in topics:
         name = getattr(topic, topic_attr)
-        allowed = broker.plugins.authorize(ctx.session, operation, "TOPIC", name)
+        allowed = ctx.authorize(ctx.session, operation, "TOPIC", name)
         results: list[dict[str, Any]] = []
         for item in getattr(topic, partition_attr):
             index = getattr(item, index_attr)
@@ -37,7 +37,7 @@ def answer_partitions(
             try:
                 if not allowed:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-                partition = broker.replicas.leader_partition(name, index, image)
+                partition = services.replicas.leader_partition(name, index, image)
                 partition.check_leader_epoch(getattr(item, "current_leader_epoch", -1))
                 answered = answer(partition, item)
                 for key, value in fields.items():
@@ -45,7 +45,7 @@ def answer_partitions(
                 fields = answered
             except KafkaError as e:
                 fields["error_code"] = e.error_code
-                broker.metrics.error(e.error_code)
+                services.metrics.error(e.error_code)
             results.append(fields)
         out.append((name, results))
     return out
@@ -58,7 +58,7 @@ class TopicAccess:
     def __init__(self, ctx: RequestContext, operation: str) -> None:
         self._ctx = ctx
         self._operation = operation
-        self._image = ctx.broker.metadata.image
+        self._image = ctx.services.metadata.image
         self._allowed: dict[str, bool] = {}
 
     def name(self, topic_entry: Any, name_attr: str) -> str | None:
@@ -72,7 +72,7 @@ class TopicAccess:
     def allowed(self, name: str) -> bool:
         allowed = self._allowed.get(name)
         if allowed is None:
-            allowed = self._allowed[name] = self._ctx.broker.plugins.authorize(
+            allowed = self._allowed[name] = self._ctx.authorize(
                 self._ctx.session, self._operation, "TOPIC", name)
         return allowed
 
@@ -88,7 +88,7 @@ class LeaderHints:
     without a Metadata round trip first."""
 
     def __init__(self, ctx: RequestContext, response_module: Any) -> None:
-        self._image = ctx.broker.metadata.image
+        self._image = ctx.services.metadata.image
         self._m = response_module
         self._endpoints: dict[int, Any] = {}
 

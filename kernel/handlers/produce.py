@@ -65,10 +65,10 @@ class PartitionResult:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     acks = request.acks
-    image = broker.metadata.image
-    replicas = broker.replicas
+    image = services.metadata.image
+    replicas = services.replicas
     access = TopicAccess(ctx, "WRITE")
     now_ms = int(time.time() * 1000)
     results: list[PartitionResult] = []
@@ -108,14 +108,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     result.record_errors = e.record_errors
                     # Kafka reports it with record errors (processFailedRecord).
                     result.log_start_offset = partition.log.log_start_offset
-                if e.error_code in _REFUSED_INPUT and broker.refused_input_notices.due(
+                if e.error_code in _REFUSED_INPUT and services.refused_input_notices.due(
                         ctx.session.peer.rsplit(":", 1)[0]):
-                    broker.log.warning("produce refused", topic=name, partition=data.index,
-                                       error=e.error_code.name, reason=e.message,
-                                       client=ctx.session.peer)
+                    services.log.warning("produce refused", topic=name, partition=data.index,
+                                         error=e.error_code.name, reason=e.message,
+                                         client=ctx.session.peer)
                 continue
             replicas.appended(partition, info.first_offset, info.last_offset)
-            broker.metrics.records_in(name, info.records_count, len(data.records))
+            services.metrics.records_in(name, info.records_count, len(data.records))
             result.base_offset = info.first_offset
             result.log_append_time = info.log_append_time
             result.log_start_offset = info.log_start_offset
@@ -170,11 +170,11 @@ async def _wait_for_durability(ctx: RequestContext, request: Any,
                                results: list[PartitionResult],
                                must_flush: list[Partition]) -> Any:
     for partition in must_flush:
-        await ctx.broker.logs.flush_log(partition.log)
+        await ctx.services.logs.flush_log(partition.log)
     if request.acks != -1 or all(_replicated(r) for r in results):
         return _response(ctx, results)
     op = DelayedProduce(int(request.timeout.total_seconds() * 1000), results)
-    await op.wait_in(ctx.broker.produce_purgatory,
+    await op.wait_in(ctx.services.produce_purgatory,
                      [r.partition.key for r in results if r.partition is not None])
     return _response(ctx, results)
 
@@ -185,7 +185,7 @@ def _response(ctx: RequestContext, results: list[PartitionResult]) -> Any:
     by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
     for r in results:
         if r.error != ErrorCode.none:
-            ctx.broker.metrics.error(r.error)
+            ctx.services.metrics.error(r.error)
         by_topic.setdefault((r.topic, r.topic_id), []).append(make(
             m.PartitionProduceResponse,
             index=r.index,

@@ -12,11 +12,12 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kernel.handlers.api_versions import unsupported_version_response
+from kernel.metrics import BrokerMetrics
 from kernel.protocol.build import has_field
 from kernel.protocol.codec import (
     InvalidRequest,
@@ -28,10 +29,8 @@ from kernel.protocol.codec import (
     response_class,
 )
 from kernel.protocol.errors import KafkaError
-from kernel.routing import RequestContext, Session
-
-if TYPE_CHECKING:
-    from kernel.server import Broker
+from kernel.routing import ApiRegistry, Authorize, RequestContext, Session
+from kernel.services import BrokerServices
 
 API_VERSIONS = 18
 # Requests allowed before SASL authentication completes (KIP-152 ordering).
@@ -41,12 +40,14 @@ ResponseBytes = bytes | ResponseFrame | None
 
 
 class RequestDispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self._routes = broker.routes
-        self._metrics = broker.metrics
-        self._log = broker.log
-        self.log = broker.log
+    def __init__(self, routes: ApiRegistry, services: BrokerServices, authorize: Authorize,
+                 metrics: BrokerMetrics, log: Any) -> None:
+        self._routes = routes
+        self._services = services
+        self._authorize = authorize
+        self._metrics = metrics
+        self._log = log
+        self.log = log
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session
@@ -67,8 +68,8 @@ class RequestDispatcher:
             raise InvalidRequest(f"API key {api_key} before authentication completed")
         header, body = decode_request(frame)
         ctx = RequestContext(
-            self._broker, session, api_key, api_version, correlation_id, header.client_id,
-            len(frame),
+            self._services, self._authorize, session, api_key, api_version, correlation_id,
+            header.client_id, len(frame),
         )
         started = time.perf_counter()
         try:

@@ -8,7 +8,7 @@ fetches wake the operations waiting in the Produce, Fetch and DeleteRecords purg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -18,10 +18,18 @@ from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
 from kernel.replica.partition import Partition
 
-if TYPE_CHECKING:
-    from kernel.plugins import PluginFacade
-
 TopicPartition = tuple[str, int]
+
+
+class ReplicaObservers(Protocol):
+    """Who hears of local appends and high-watermark moves: the plugins' observer hooks
+    (``kernel.plugins.PluginFacade``), which the replica layer does not import."""
+
+    def log_appended(self, topic: str, partition: int, base_offset: int,
+                     last_offset: int) -> None: ...
+
+    def high_watermark_changed(self, topic: str, partition: int,
+                               high_watermark: int) -> None: ...
 
 
 class ReplicaManager:
@@ -32,7 +40,7 @@ class ReplicaManager:
         produce_purgatory: Purgatory[Any],
         fetch_purgatory: Purgatory[Any],
         delete_records_purgatory: Purgatory[Any],
-        plugins: PluginFacade,
+        plugins: ReplicaObservers,
         logger: Any,
     ) -> None:
         self.broker_id = broker_id

@@ -20,7 +20,7 @@ from plugins.coordinator.group import GroupState
 
 if TYPE_CHECKING:
     from kernel.coordination import CoordinatorRuntime
-    from kernel.server import Broker
+    from kernel.services import PluginServices
     from plugins.coordinator.shard import GroupCoordinatorShard
 
 __all__ = ["GroupMetrics"]
@@ -28,7 +28,7 @@ __all__ = ["GroupMetrics"]
 
 class GroupMetrics:
     def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard],
-                 broker: Broker) -> None:
+                 broker: PluginServices) -> None:
         self._registry = broker.metrics.registry
         r = self._registry
         self.rebalances = Counter(
@@ -53,7 +53,7 @@ class GroupMetrics:
 
 class _GroupCollector(Collector):
     def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard],
-                 broker: Broker) -> None:
+                 broker: PluginServices) -> None:
         self._runtime = runtime
         self._broker = broker
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernel.config import ConfigSchema
 from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
 from kernel.hookspecs import hookimpl
 from kernel.routing import ApiRegistry, Handler, RequestContext
+from kernel.services import PluginServices
 from plugins.coordinator.handlers import HANDLER_MODULES
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.settings import CoordinatorSettings
-
-if TYPE_CHECKING:
-    from kernel.server import Broker
 
 __all__ = ["PLUGIN_NAME", "CoordinatorPlugin"]
 
@@ -57,11 +55,11 @@ class CoordinatorPlugin:
         return handler
 
     @hookimpl
-    def kafkernel_startup(self, broker: Broker) -> Awaitable[None]:
+    def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None]:
         settings = broker.plugin_settings(PLUGIN_NAME) or CoordinatorSettings()
         self._service = GroupCoordinatorService(broker, settings)
         return self._service.start()
 
     @hookimpl
-    def kafkernel_shutdown(self, broker: Broker) -> Awaitable[None] | None:
+    def kafkernel_shutdown(self, broker: PluginServices) -> Awaitable[None] | None:
         return self._service.stop() if self._service is not None else None

@@ -25,7 +25,7 @@ from plugins.coordinator.shard import GroupCoordinatorShard
 
 if TYPE_CHECKING:
     from kernel.routing import RequestContext as KernelRequestContext
-    from kernel.server import Broker
+    from kernel.services import PluginServices
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinatorService"]
 
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 
 class GroupCoordinatorService:
-    def __init__(self, broker: Broker, settings: CoordinatorSettings) -> None:
+    def __init__(self, broker: PluginServices, settings: CoordinatorSettings) -> None:
         self.broker = broker
         self.settings = settings
         self.config = settings
@@ -171,4 +171,4 @@ class GroupCoordinatorService:
     @staticmethod
     def authorize(ctx: KernelRequestContext, operation: str, resource_type: str,
                   name: str) -> bool:
-        return ctx.broker.plugins.authorize(ctx.session, operation, resource_type, name)
+        return ctx.authorize(ctx.session, operation, resource_type, name)

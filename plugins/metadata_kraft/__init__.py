@@ -21,7 +21,7 @@ from kernel.log.manager import LogDirError, lock_log_dir
 from .backend import KRaftMetadataBackend
 
 if TYPE_CHECKING:
-    from kernel.server import Broker
+    from kernel.services import PluginServices
 
 __all__ = ["KRaftMetadataBackend", "KRaftSettings"]
 
@@ -43,7 +43,7 @@ def kafkernel_config_schema() -> ConfigSchema:
 
 
 @hookimpl
-def kafkernel_metadata_backend(broker: Broker) -> KRaftMetadataBackend:
+def kafkernel_metadata_backend(broker: PluginServices) -> KRaftMetadataBackend:
     config = broker.config
     settings: KRaftSettings = broker.plugin_settings(PLUGIN_NAME) or KRaftSettings()
     registration = broker.registration

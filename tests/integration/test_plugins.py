@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
@@ -16,6 +17,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from kernel.cluster import NewTopic
 from kernel.config import ConfigError
+from kernel.services import BrokerServices, PluginServices
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import (
     connect,
@@ -54,6 +56,22 @@ def test_plugin_adds_an_api_and_reads_its_table(broker_factory) -> None:  # type
         _, body = decode_response(frame, 48, 1)
     assert body.entries[0].values[0].key == "producer_byte_rate"
     assert body.entries[0].values[0].value == 2048.0
+
+
+def _members(protocol: type) -> set[str]:
+    return {name for cls in protocol.__mro__ if Protocol in cls.__bases__
+            for name in vars(cls) if not name.startswith("_")}
+
+
+def test_the_broker_is_what_handlers_and_plugins_are_promised(
+        broker: EmbeddedBroker) -> None:
+    """Handlers and hooks are given the Broker typed as these Protocols: it has every
+    member they name."""
+    assert broker.broker is not None
+    members = _members(PluginServices)
+    assert _members(BrokerServices) < members
+    assert {"metadata", "replicas", "plugin_settings"} <= members
+    assert [m for m in sorted(members) if not hasattr(broker.broker, m)] == []
 
 
 def test_disabled_plugin_is_not_advertised(broker: EmbeddedBroker) -> None:

@@ -36,7 +36,7 @@ async def handle(service: GroupCoordinatorService, ctx: RequestContext, request:
             for p in topic.partitions:
                 errors[(topic.name, p.partition_index)] = ErrorCode.group_authorization_failed
         return _respond(m, request, errors)
-    image = ctx.broker.metadata.image
+    image = ctx.services.metadata.image
     accepted: list[OffsetCommitRequestTopic] = []
     for topic in request.topics:
         if not service.authorize(ctx, "READ", "TOPIC", topic.name):

@@ -31,7 +31,7 @@ async def handle(service: GroupCoordinatorService, ctx: RequestContext,
                  request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     if not service.authorize(ctx, "DELETE", "GROUP", request.group_id):
         return _top_level(ErrorCode.group_authorization_failed)
-    image = ctx.broker.metadata.image
+    image = ctx.services.metadata.image
     errors: dict[tuple[str, int], ErrorCode] = {}
     accepted: list[OffsetDeleteRequestTopic] = []
     for topic in request.topics:

@@ -1,0 +1,121 @@
+"""What request handlers and plugins see of the broker: two Protocols over the kernel's
+components, so neither reaches the whole ``Broker`` (``kernel.server``).
+
+``BrokerServices`` is what a handler reads through ``RequestContext.services``: the
+cluster image and the metadata backend's changes, the replica manager, the log manager
+(flush), the purgatories a handler waits in, the effective and the loaded config,
+metrics, the logger and the routing table ApiVersions lists. ``PluginServices`` is what
+the lifecycle hooks (``kafkernel_metadata_backend``, ``kafkernel_startup``,
+``kafkernel_shutdown``) get: the same plus a plugin's own settings, the broker's
+registration and the timer. The broker satisfies both as it is (no adapter on the
+request path); a test or a tool can hand a handler anything else that does.
+
+This module sits just above the components it names and imports nothing from the
+layers that use it (routing, handlers, plugins, network, server): see
+``[tool.importlinter]`` in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from kernel.cluster import BrokerRegistration, MetadataBackend
+from kernel.config import BrokerConfig, LoadedConfig
+from kernel.log.manager import LogManager
+from kernel.logging import Notices
+from kernel.metrics import BrokerMetrics
+from kernel.purgatory import Purgatory, Timer
+from kernel.replica.manager import ReplicaManager
+
+__all__ = ["BrokerServices", "CoordinatorLookup", "PluginServices", "ServedApi"]
+
+
+class ServedApi(Protocol):
+    """One route of the routing table as ApiVersions lists it (a ``routing.ApiRoute``)."""
+
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def advertised_min_version(self) -> int: ...
+    @property
+    def max_version(self) -> int: ...
+
+
+class BrokerServices(Protocol):
+    """The broker as a request handler sees it."""
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective broker config: the file's, with dynamic broker configs applied."""
+        ...
+
+    @property
+    def loaded(self) -> LoadedConfig:
+        """The config file as loaded (its source, static values and explicit keys)."""
+        ...
+
+    @property
+    def metadata(self) -> MetadataBackend:
+        """The metadata backend: ``.image`` is the current cluster image."""
+        ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def produce_purgatory(self) -> Purgatory[Any]: ...
+    @property
+    def fetch_purgatory(self) -> Purgatory[Any]: ...
+    @property
+    def delete_records_purgatory(self) -> Purgatory[Any]: ...
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+    @property
+    def log(self) -> Any:
+        """The broker's structlog logger."""
+        ...
+
+    @property
+    def refused_input_notices(self) -> Notices:
+        """Rate limit for warnings about input a client can send on every request."""
+        ...
+
+    @property
+    def routes(self) -> Iterable[ServedApi]:
+        """The routing table, in API key order."""
+        ...
+
+    @property
+    def coordinators(self) -> CoordinatorLookup:
+        """The coordinator plugins registered per FindCoordinator key type."""
+        ...
+
+
+class CoordinatorLookup(Protocol):
+    """The coordinators plugins registered, by FindCoordinator key type
+    (a ``coordination.registry.CoordinatorRegistry``)."""
+
+    def get(self, key_type: int) -> Callable[[str], tuple[str, int]] | None:
+        """The key -> (internal topic, partition) function of that key type's coordinator."""
+        ...
+
+
+class PluginServices(BrokerServices, Protocol):
+    """The broker as a plugin's lifecycle hooks see it. ``metadata`` exists once the
+    backend started: not yet in ``kafkernel_metadata_backend``."""
+
+    @property
+    def registration(self) -> BrokerRegistration | None:
+        """How clients reach this broker; resolved once the listeners are bound."""
+        ...
+
+    @property
+    def timer(self) -> Timer:
+        """The broker's timing wheel, shared by every delayed operation."""
+        ...
+
+    def plugin_settings(self, name: str) -> Any:
+        """The validated ``[plugins.<name>]`` table of an enabled plugin."""
+        ...
