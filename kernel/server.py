@@ -28,7 +28,7 @@ from kernel.config import (
     replace_settings,
     schema_keys,
 )
-from kernel.coordination.registry import CoordinatorRegistry
+from kernel.coordination.registry import CoordinatorRegistry, RegistrationError
 from kernel.handlers import find_coordinator
 from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
@@ -67,7 +67,7 @@ class Broker:
             self.plugins.register_apis(self.routes)
             self.plugins.register_coordinators(self.coordinators)
             find_coordinator.register(self.routes, self.coordinators)
-        except RoutingError as e:
+        except (RoutingError, RegistrationError) as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
         self.dispatcher = RequestDispatcher(self.routes, self, self.plugins.authorize,
                                             self.metrics, self.log)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from kernel.routing import RoutingError
+__all__ = ["CoordinatorPartition", "CoordinatorRegistry", "CoordinatorType",
+           "RegistrationError"]
 
-__all__ = ["CoordinatorPartition", "CoordinatorRegistry", "CoordinatorType"]
+
+class RegistrationError(Exception):
+    """Two plugins claim one coordinator; startup stops with this message."""
 
 
 class CoordinatorType(enum.IntEnum):
@@ -42,7 +45,7 @@ class CoordinatorRegistry:
     def register(self, key_type: CoordinatorType, partition_of: CoordinatorPartition) -> None:
         existing = self._coordinators.get(key_type)
         if existing is not None:
-            raise RoutingError(
+            raise RegistrationError(
                 f"the {key_type.name} coordinator is claimed by both plugin {existing[0]!r} "
                 f"and plugin {self._owner!r}; enable only one of them"
             )
