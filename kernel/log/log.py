@@ -23,18 +23,6 @@ from typing import Any
 from kernel.config import LONG_MAX, BrokerConfig, resolve_topic_configs
 from kernel.log.checkpoint import fsync_dir
 from kernel.log.leader_epoch import LeaderEpochFileCache
-from kernel.log.records import (
-    NO_TIMESTAMP,
-    AppendOrigin,
-    BatchHeader,
-    Chunks,
-    Compression,
-    LogAppendInfo,
-    chunks_size,
-    convert_compression,
-    validate_and_assign_offsets,
-    validate_batches,
-)
 from kernel.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -46,7 +34,16 @@ from kernel.log.segment import (
     LogSegment,
     TimestampAndOffset,
 )
+from kernel.log.validator import (
+    AppendOrigin,
+    LogAppendInfo,
+    convert_compression,
+    validate_and_assign_offsets,
+    validate_batches,
+)
+from kernel.protocol.compression import Compression
 from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.protocol.records import NO_TIMESTAMP, BatchHeader, Chunks, chunks_size
 
 # ListOffsets special timestamps
 EARLIEST_TIMESTAMP = -2
@@ -426,7 +423,7 @@ class Log:
         """Validate, assign offsets from the log end offset and append.
 
         Raises KafkaError: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE (see
-        :func:`records.validate_and_assign_offsets`), RECORD_LIST_TOO_LARGE (larger than
+        :func:`validator.validate_and_assign_offsets`), RECORD_LIST_TOO_LARGE (larger than
         segment.bytes), KAFKA_STORAGE_ERROR (I/O), NOT_LEADER_OR_FOLLOWER (log closed).
         """
         self._check_open()

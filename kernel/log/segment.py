@@ -29,7 +29,7 @@ from kernel.log.index import (
     TimeIndex,
     TimestampOffset,
 )
-from kernel.log.records import (
+from kernel.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     CURRENT_MAGIC,

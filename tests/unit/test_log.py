@@ -24,9 +24,11 @@ from kernel.log.log import (
     UnexpectedAppendOffsetError,
     parse_topic_partition,
 )
-from kernel.log.records import (
-    AppendOrigin,
-    Compression,
+from kernel.log.segment import PREALLOCATE_BYTES, LogSegment, TimestampAndOffset
+from kernel.log.validator import AppendOrigin, validate_and_assign_offsets
+from kernel.protocol.compression import Compression
+from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.protocol.records import (
     SimpleRecord,
     TimestampType,
     build_batch,
@@ -34,10 +36,7 @@ from kernel.log.records import (
     iter_records,
     join_chunks,
     read_batch_header,
-    validate_and_assign_offsets,
 )
-from kernel.log.segment import PREALLOCATE_BYTES, LogSegment, TimestampAndOffset
-from kernel.protocol.errors import ErrorCode, KafkaError
 
 NOW = 1_700_000_000_000
 
