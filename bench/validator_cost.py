@@ -5,8 +5,8 @@
 For each codec it builds one batch of about N MB of records as a producer would send it
 (distinct printable values, so the codec meets a realistic ratio, not one repeated
 record) and times, per MB of records as decompressed: inflating the section
-(``codecs.decompress`` with the max.message.bytes bound), walking the records
-(``records.scan_records``), and the whole leader-side check of the append
+(``compression.decompress`` with the max.message.bytes bound), walking the records
+(``validator.scan_records``), and the whole leader-side check of the append
 (``validate_and_assign_offsets``: framing, CRC-32C, header rules, and for a compressed
 batch the two before). The NONE rows are the uncompressed hot path, which walks no
 record. Best of ``--repeat`` timings, each of enough calls to take about 0.2 s.
@@ -20,15 +20,9 @@ import string
 import timeit
 from collections.abc import Callable, Sequence
 
-from kernel.log.codecs import decompress
-from kernel.log.records import (
-    RECORD_BATCH_OVERHEAD,
-    Compression,
-    SimpleRecord,
-    build_batch,
-    scan_records,
-    validate_and_assign_offsets,
-)
+from kernel.log.validator import scan_records, validate_and_assign_offsets
+from kernel.protocol.compression import Compression, decompress
+from kernel.protocol.records import RECORD_BATCH_OVERHEAD, SimpleRecord, build_batch
 
 
 def make_records(total_bytes: int, record_size: int) -> list[SimpleRecord]:

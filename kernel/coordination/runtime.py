@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import ClusterImage
-from kernel.log.records import SimpleRecord, build_batch, iter_batches, iter_records
 from kernel.protocol.errors import KafkaError
+from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
 from kernel.purgatory import DelayedOperation, TimerTask
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import is_internal_topic
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
-from kernel.log.records import RecordValidationError
+from kernel.log.validator import RecordValidationError
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError

@@ -1,12 +1,16 @@
-"""The kernel's log storage: record batches, segments, indexes, one partition's log and
-the log manager. A pure library: no sockets, and asyncio only in the manager's
-periodic tasks.
+"""The kernel's log storage, cut along Kafka's seams: validation, segments, indexes,
+one partition's segment list, its loader, its log, and the log manager. A pure library:
+no sockets, and asyncio only in the manager's periodic tasks. The record batch format
+and its codecs are :mod:`kernel.protocol.records` and :mod:`kernel.protocol.compression`.
 
-- :mod:`kernel.log.records`: batch v2 validation and in-place offset assignment (the
-  produce hot path), codecs, decoding and an encoder.
+- :mod:`kernel.log.validator`: Kafka's LogValidator, the checks of an append and the
+  in-place offset assignment (the produce hot path).
 - :mod:`kernel.log.index`, :mod:`kernel.log.segment`: one segment's files.
 - :mod:`kernel.log.leader_epoch`, :mod:`kernel.log.checkpoint`: Kafka's checkpoint files.
-- :mod:`kernel.log.log`: :class:`Log`, one partition.
+- :mod:`kernel.log.log_config`: :class:`LogConfig`, the topic configs a log honours.
+- :mod:`kernel.log.local_log`: :class:`LocalLog`, one partition's segment list.
+- :mod:`kernel.log.loader`: :class:`LogLoader`, recovery when a log opens.
+- :mod:`kernel.log.log`: :class:`Log` (Kafka's UnifiedLog), one partition.
 - :mod:`kernel.log.manager`: :class:`LogManager`, every log of a broker.
 """
 
@@ -16,12 +20,12 @@ from kernel.log.log import (
     MAX_TIMESTAMP,
     Log,
     LogCallbacks,
-    LogConfig,
     UnexpectedAppendOffsetError,
 )
+from kernel.log.log_config import LogConfig
 from kernel.log.manager import LogDirError, LogDirInUseError, LogManager
-from kernel.log.records import AppendOrigin, LogAppendInfo
 from kernel.log.segment import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from kernel.log.validator import AppendOrigin, LogAppendInfo
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

@@ -2,7 +2,7 @@
  *
  * A compressed batch's records must be walked on every leader append (as Kafka's
  * LogValidator does), and in Python that walk was most of a compressed produce's cost.
- * This is the same walk as kernel/log/records.py's scan_records, answering only whether
+ * This is the same walk as kernel/log/validator.py's walk_records, answering only whether
  * the section is valid: on False the caller runs the Python walk, which names the
  * problem. tests/unit/test_records_scan.py keeps the two in agreement.
  *
@@ -118,7 +118,7 @@ static PyModuleDef_Slot slots[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_scan", "The record walk of kernel/log/records.py, in C.", 0,
+    PyModuleDef_HEAD_INIT, "_scan", "The record walk of kernel/log/validator.py, in C.", 0,
     methods, slots, NULL, NULL, NULL,
 };
 

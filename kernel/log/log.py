@@ -1,52 +1,43 @@
-"""One partition's log: a directory ``<topic>-<partition>/`` of segments.
+"""One partition's log (Kafka's UnifiedLog): its offsets and the rules over its
+segments.
 
-The segment list is an immutable tuple that is replaced on roll, deletion and
-truncation: a reader binary-searches the snapshot it took, so deletes never block
-reads. Everything runs on the event loop except :meth:`Log.flush`, which fsyncs from a
-worker thread while appends go on; the recovery point moves only after the fsync
-returned, and only if no truncation happened meanwhile.
+It owns the log start offset, the leader epoch cache and the offsets a reader may see
+(the last stable offset); it validates appends (:mod:`kernel.log.validator`) and decides
+when to roll, what retention and DeleteRecords delete and what truncation keeps. The
+segments, the log end offset and the recovery point are its :class:`LocalLog`'s;
+opening goes through :class:`LogLoader`. Producer state and the transaction index,
+when they come, belong here too. The high watermark is the replica layer's
+(:mod:`kernel.replica.partition`) for now.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import shutil
 import threading
 import time
-from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.config import LONG_MAX, BrokerConfig, resolve_topic_configs
-from kernel.log.checkpoint import fsync_dir
 from kernel.log.leader_epoch import LeaderEpochFileCache
-from kernel.log.records import (
-    NO_TIMESTAMP,
-    AppendOrigin,
-    BatchHeader,
-    Chunks,
-    Compression,
-    LogAppendInfo,
-    chunks_size,
-    convert_compression,
-    validate_and_assign_offsets,
-    validate_batches,
-)
+from kernel.log.loader import LogLoader
+from kernel.log.local_log import DeleteFilesLater, LocalLog, storage_error
+from kernel.log.log_config import LogConfig
 from kernel.log.segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
     TimestampAndOffset,
 )
+from kernel.log.validator import (
+    AppendOrigin,
+    LogAppendInfo,
+    convert_compression,
+    validate_and_assign_offsets,
+    validate_batches,
+)
 from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.protocol.records import NO_TIMESTAMP, BatchHeader, Chunks, chunks_size
 
 # ListOffsets special timestamps
 EARLIEST_TIMESTAMP = -2
@@ -54,91 +45,9 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-# Inactive segments of one log that keep their files open after a read: a consumer
-# catching up reads one old segment at a time, and reopening costs an open and a mmap.
-MAX_OPEN_INACTIVE_SEGMENTS = 2
-
-DELETE_DIR_SUFFIX = "-delete"
-_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
-
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_topic_partition(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>``; topics may contain dashes, so split at the last one."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-    return topic, int(partition)
-
-
-# ---------------------------------------------------------------------------
-# configuration
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    """The topic-level configs the log honours (Kafka names with dots as underscores);
-    defaults are Kafka's. Build it from :func:`kernel.config.resolve_topic_configs`."""
-
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    segment_index_bytes: int = 10485760
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    retention_ms: int = 604800000
-    retention_bytes: int = -1
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    compression_type: str = "producer"
-    file_delete_delay_ms: int = 60000
-    delete_retention_ms: int = 86400000
-    min_compaction_lag_ms: int = 0
-    min_cleanable_dirty_ratio: float = 0.5
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
-
-    @classmethod
-    def from_topic_configs(cls, resolved: Mapping[str, Any]) -> LogConfig:
-        """From Kafka-named typed values; names the log does not use are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for name, value in resolved.items():
-            attr = name.replace(".", "_")
-            if attr in names:
-                kwargs[attr] = tuple(value) if attr == "cleanup_policy" else value
-        return cls(**kwargs)
-
-    @classmethod
-    def from_broker(
-        cls, broker: BrokerConfig, overrides: Mapping[str, str] | None = None
-    ) -> LogConfig:
-        return cls.from_topic_configs(resolve_topic_configs(broker, overrides or {}))
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
-
-    @property
-    def target_compression(self) -> Compression | None:
-        return Compression.from_config(self.compression_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +59,7 @@ class LogCallbacks:
     on_flush_needed: Callable[[Log], None] | None = None  # flush.messages reached
     on_log_start_offset_changed: Callable[[Log], None] | None = None
     # Remove these ``.deleted`` files after the delay (ms); without it they go at once.
-    delete_files_later: Callable[[list[Path], int], None] | None = None
+    delete_files_later: DeleteFilesLater | None = None
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -163,10 +72,6 @@ class UnexpectedAppendOffsetError(KafkaError):
         self.last_offset = last_offset
 
 
-def _storage_error(log: Log, e: OSError) -> KafkaError:
-    return KafkaError(ErrorCode.kafka_storage_error, f"I/O error on {log.name}: {e}")
-
-
 # ---------------------------------------------------------------------------
 # the log
 # ---------------------------------------------------------------------------
@@ -177,40 +82,20 @@ class Log:
 
     def __init__(
         self,
-        directory: Path,
-        config: LogConfig,
-        segments: tuple[LogSegment, ...],
+        local_log: LocalLog,
         *,
-        log_end_offset: int,
         log_start_offset: int,
-        recovery_point: int,
         leader_epoch_cache: LeaderEpochFileCache,
         callbacks: LogCallbacks,
-        now_ms: int,
     ) -> None:
-        self.dir = directory
-        self.topic, self.partition = parse_topic_partition(directory.name)
-        self._config = config
-        self._segments: tuple[LogSegment, ...] = ()
-        self._bases: tuple[int, ...] = ()
-        # Inactive segments whose files are open, oldest first (see _files_opened).
-        self._open_inactive_files: dict[LogSegment, None] = {}
-        self._set_segments(segments)
-        for segment in segments[:-1]:
-            segment.close_files()  # recovery opened them; reads open them again
-        self._leo = log_end_offset
+        self._local = local_log
+        # the directory's identity, fixed for the log's life
+        self.dir = local_log.dir
+        self.topic, self.partition = local_log.topic, local_log.partition
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
         self._epochs = leader_epoch_cache
         self._callbacks = callbacks
-        self._last_flush_ms = now_ms
-        self._offset_metadata_cache: LogOffsetMetadata | None = None
-        self._state_lock = threading.Lock()  # recovery point vs. truncation, never I/O
         self._flush_lock = threading.Lock()  # one flush at a time; the loop never waits
-        self._truncations = 0
-        self._appended_bytes = 0
-        self._parent_needs_sync = False  # a new partition directory: first flush syncs it
-        self._closed = False
 
     # -- loading --------------------------------------------------------------------
 
@@ -226,116 +111,28 @@ class Log:
         callbacks: LogCallbacks | None = None,
         now_ms: int | None = None,
     ) -> Log:
-        """Load (or create) the partition directory. After a clean shutdown no segment
-        data is read beyond the active segment's tail after its last index entry;
-        otherwise the segments from ``recovery_point`` on are re-validated and the log
-        is truncated at the first invalid batch."""
+        """Load (or create) the partition directory (see :mod:`kernel.log.loader`)."""
         now = _wall_ms() if now_ms is None else now_ms
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
-        bases: list[int] = []
-        for entry in os.scandir(directory):
-            name = entry.name
-            if name.endswith(_TEMP_SUFFIXES):
-                os.unlink(entry.path)
-            elif name.endswith(LOG_SUFFIX):
-                stem = name[: -len(LOG_SUFFIX)]
-                if stem.isdigit():
-                    bases.append(int(stem))
-        bases.sort()
-        known = {f"{b:020d}" for b in bases}
-        for entry in os.scandir(directory):
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                if entry.name.endswith(suffix) and entry.name[: -len(suffix)] not in known:
-                    os.unlink(entry.path)  # an index without its log is useless
         epochs = LeaderEpochFileCache(directory)
-        segments = [
-            LogSegment(
-                directory, base, index_interval_bytes=config.index_interval_bytes,
-                max_index_size=config.segment_index_bytes, created_ms=now,
-                active=(i == len(bases) - 1),
-            )
-            for i, base in enumerate(bases)
-        ]
-        if not had_clean_shutdown and segments:
-            segments = cls._recover_segments(segments, recovery_point, epochs)
-        if not segments:
-            segments = [cls._new_segment(directory, log_start_offset, config, now)]
-        active = segments[-1]
-        active.make_active()
-        log_end_offset = active.read_next_offset()
-        start = max(log_start_offset, segments[0].base_offset)
-        if start > log_end_offset:
-            # the checkpointed start is past the data (lost unflushed tail): start there
-            for segment in segments:
-                segment.delete()
-            segments = [cls._new_segment(directory, start, config, now)]
-            log_end_offset = start
-            epochs.clear()
-        recovery = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
-        epochs.truncate_from_end(log_end_offset)
-        epochs.truncate_from_start(start)
-        log = cls(
-            directory, config, tuple(segments), log_end_offset=log_end_offset,
-            log_start_offset=start, recovery_point=recovery, leader_epoch_cache=epochs,
-            callbacks=callbacks or LogCallbacks(), now_ms=now,
+        segments, offsets = LogLoader(
+            directory, config, recovery_point=recovery_point,
+            log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
+            leader_epoch_cache=epochs, now_ms=now,
+        ).load()
+        callbacks = callbacks or LogCallbacks()
+        local_log = LocalLog(
+            directory, config, segments, log_end_offset=offsets.log_end_offset,
+            recovery_point=offsets.recovery_point, now_ms=now,
+            delete_files_later=callbacks.delete_files_later, parent_needs_sync=created,
         )
-        log._parent_needs_sync = created
-        return log
-
-    @staticmethod
-    def _new_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> LogSegment:
-        return LogSegment.create(
-            directory, base, index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes, now_ms=now_ms,
+        return cls(
+            local_log, log_start_offset=offsets.log_start_offset,
+            leader_epoch_cache=epochs, callbacks=callbacks,
         )
-
-    @staticmethod
-    def _recover_segments(
-        segments: list[LogSegment], recovery_point: int, epochs: LeaderEpochFileCache
-    ) -> list[LogSegment]:
-        """Recover the segments that may hold unflushed data: the one containing the
-        recovery point and everything after. A truncated segment ends the log: the
-        later segments hold garbage or data that never reached disk in order."""
-
-        def assign(header: BatchHeader) -> None:
-            if header.partition_leader_epoch >= 0:
-                epochs.assign(header.partition_leader_epoch, header.base_offset)
-
-        first = max(0, bisect_right([s.base_offset for s in segments], recovery_point) - 1)
-        for i in range(first, len(segments)):
-            start = recovery_point if i == first else None
-            if segments[i].recover(assign, start_offset=start) > 0:
-                for later in segments[i + 1:]:
-                    later.delete()
-                return segments[: i + 1]
-        return segments
 
     # -- state ----------------------------------------------------------------------
-
-    def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
-        self._bases = tuple(s.base_offset for s in segments)
-        self._segments = segments
-        self._offset_metadata_cache = None
-        for segment in segments:
-            segment.on_files_opened = self._files_opened
-        open_inactive = self._open_inactive_files
-        current = set(segments)
-        for segment in [s for s in open_inactive if s not in current or s.is_active]:
-            del open_inactive[segment]
-
-    def _files_opened(self, segment: LogSegment) -> None:
-        """An inactive segment opened its files for a read or retention: keep the last
-        few open, as Kafka's lazy indexes keep what is used, and close the oldest. Only
-        the active segment's stay open for good, so open files grow with partitions,
-        not with segments."""
-        open_inactive = self._open_inactive_files
-        open_inactive.pop(segment, None)
-        open_inactive[segment] = None
-        while len(open_inactive) > MAX_OPEN_INACTIVE_SEGMENTS:
-            oldest = next(iter(open_inactive))
-            del open_inactive[oldest]
-            oldest.close_files()
 
     @property
     def name(self) -> str:
@@ -343,15 +140,15 @@ class Log:
 
     @property
     def config(self) -> LogConfig:
-        return self._config
+        return self._local.config
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return self._segments
+        return self._local.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.segments[-1]
 
     @property
     def log_start_offset(self) -> int:
@@ -359,34 +156,33 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self._local.log_end_offset
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self._segments[-1]
-        return LogOffsetMetadata(self._leo, active.base_offset, active.size)
+        return self._local.log_end_offset_metadata
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def unflushed_messages(self) -> int:
-        return self._leo - self._recovery_point
+        return self._local.unflushed_messages
 
     @property
     def last_flush_ms(self) -> int:
-        return self._last_flush_ms
+        return self._local.last_flush_ms
 
     @property
     def size(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._local.size
 
     @property
     def appended_bytes(self) -> int:
         """Bytes appended since the log was opened: delayed fetches compare two readings
         to know whether enough data arrived, without touching files."""
-        return self._appended_bytes
+        return self._local.appended_bytes
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:
@@ -396,12 +192,19 @@ class Log:
     def latest_epoch(self) -> int | None:
         return self._epochs.latest_epoch
 
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's lastStableOffset: the first offset of the oldest open transaction
+        (the first unstable offset), capped at the high watermark. The transaction
+        index and producer state that will track open transactions belong to this log;
+        until they exist nothing is unstable and this is the high watermark."""
+        return high_watermark
+
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._local.closed
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._local.closed:
             raise KafkaError(ErrorCode.not_leader_or_follower, f"log {self.name} is closed")
 
     def update_config(self, config: LogConfig | Mapping[str, Any]) -> None:
@@ -409,9 +212,7 @@ class Log:
         ``resolve_topic_configs``; index sizes apply to segments created from now on."""
         if not isinstance(config, LogConfig):
             config = LogConfig.from_topic_configs(config)
-        self._config = config
-        for segment in self._segments:
-            segment.index_interval_bytes = config.index_interval_bytes
+        self._local.update_config(config)
 
     # -- appends --------------------------------------------------------------------
 
@@ -426,14 +227,16 @@ class Log:
         """Validate, assign offsets from the log end offset and append.
 
         Raises KafkaError: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE (see
-        :func:`records.validate_and_assign_offsets`), RECORD_LIST_TOO_LARGE (larger than
-        segment.bytes), KAFKA_STORAGE_ERROR (I/O), NOT_LEADER_OR_FOLLOWER (log closed).
+        :func:`validator.validate_and_assign_offsets`), RECORD_LIST_TOO_LARGE (larger
+        than segment.bytes), KAFKA_STORAGE_ERROR (I/O), NOT_LEADER_OR_FOLLOWER (log
+        closed).
         """
         self._check_open()
-        config = self._config
+        local = self._local
+        config = local.config
         chunks, info = validate_and_assign_offsets(
-            records, next_offset=self._leo, leader_epoch=leader_epoch, now_ms=now_ms,
-            max_message_bytes=config.max_message_bytes,
+            records, next_offset=local.log_end_offset, leader_epoch=leader_epoch,
+            now_ms=now_ms, max_message_bytes=config.max_message_bytes,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             origin=origin, log_start_offset=self._log_start_offset,
             compacted=config.compact, topic_partition=self.name,
@@ -466,10 +269,11 @@ class Log:
             )
         first = batches[0].base_offset
         last = batches[-1].last_offset
-        if first < self._leo:
+        leo = self._local.log_end_offset
+        if first < leo:
             raise UnexpectedAppendOffsetError(
                 f"unexpected offset in append to {self.name}: first offset {first} is less "
-                f"than the next offset {self._leo}; last offset in append: {last}; "
+                f"than the next offset {leo}; last offset in append: {last}; "
                 f"log start offset = {self._log_start_offset}", first, last,
             )
         max_ts = NO_TIMESTAMP
@@ -498,7 +302,8 @@ class Log:
         now_ms: int,
     ) -> None:
         size = chunks_size(chunks)
-        config = self._config
+        local = self._local
+        config = local.config
         if size > config.segment_bytes:
             raise KafkaError(
                 ErrorCode.record_list_too_large,
@@ -508,24 +313,21 @@ class Log:
         first = batches[0].base_offset
         last = batches[-1].last_offset
         try:
-            segment = self._segments[-1]
-            if segment.should_roll(
+            if local.segments[-1].should_roll(
                 max_segment_bytes=config.segment_bytes, max_segment_ms=config.segment_ms,
                 max_timestamp_in_messages=max_timestamp, max_offset_in_messages=last,
                 messages_size=size, now_ms=now_ms,
             ):
-                segment = self.roll(first, now_ms)
-            segment.append(chunks, batches)
+                self.roll(first, now_ms)
+            local.append(last, chunks, batches, size)
         except OSError as e:
-            raise _storage_error(self, e) from e
-        self._leo = last + 1
-        self._appended_bytes += size
+            raise storage_error(self.name, e) from e
         callbacks = self._callbacks
         if callbacks.on_appended is not None:
             callbacks.on_appended(self, first, last)
         if (
             callbacks.on_flush_needed is not None
-            and self._leo - self._recovery_point >= config.flush_messages
+            and local.log_end_offset - local.recovery_point >= config.flush_messages
         ):
             callbacks.on_flush_needed(self)
 
@@ -535,21 +337,11 @@ class Log:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
         self._check_open()
         now = _wall_ms() if now_ms is None else now_ms
-        new_offset = max(expected_next_offset or 0, self._leo)
-        active = self._segments[-1]
-        if active.base_offset == new_offset and active.size == 0:
-            return active  # nothing to roll away from
-        if new_offset <= active.base_offset:
-            raise ValueError(
-                f"cannot roll {self.name} at offset {new_offset}: the active segment starts "
-                f"at {active.base_offset}"
-            )
-        active.on_become_inactive()
-        active.close_files()  # the flush after the roll syncs them by name
-        segment = self._new_segment(self.dir, new_offset, self._config, now)
-        self._set_segments((*self._segments, segment))
-        if self._callbacks.on_segment_rolled is not None:
-            self._callbacks.on_segment_rolled(self, new_offset)
+        local = self._local
+        active = local.segments[-1]
+        segment = local.roll(expected_next_offset, now)
+        if segment is not active and self._callbacks.on_segment_rolled is not None:
+            self._callbacks.on_segment_rolled(self, segment.base_offset)
         return segment
 
     # -- reads ----------------------------------------------------------------------
@@ -558,7 +350,7 @@ class Log:
         return KafkaError(
             ErrorCode.offset_out_of_range,
             f"offset {offset} is out of range for partition {self.name}: the log holds "
-            f"[{self._log_start_offset}, {self._leo})",
+            f"[{self._log_start_offset}, {self._local.log_end_offset})",
         )
 
     def read(
@@ -575,53 +367,23 @@ class Log:
 
         Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start, log end offset].
         """
-        leo = self._leo
+        local = self._local
+        leo = local.log_end_offset
         if start_offset > leo or start_offset < self._log_start_offset:
             raise self._out_of_range(start_offset)
         if start_offset == leo:
-            return FetchDataInfo(self.log_end_offset_metadata, b"")
-        segments = self._segments
+            return FetchDataInfo(local.log_end_offset_metadata, b"")
         max_meta: LogOffsetMetadata | None = None
         if max_offset_exclusive is not None and max_offset_exclusive < leo:
             if start_offset >= max_offset_exclusive:
                 return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
-            max_meta = self.convert_to_offset_metadata(max_offset_exclusive)
-        i = max(0, bisect_right(self._bases, start_offset) - 1)
-        try:
-            while i < len(segments):
-                segment = segments[i]
-                max_position: int | None = None
-                if max_meta is not None:
-                    if max_meta.segment_base_offset == segment.base_offset:
-                        max_position = max_meta.relative_position_in_segment
-                    elif max_meta.segment_base_offset < segment.base_offset:
-                        break
-                info = segment.read(start_offset, max_bytes, max_position, min_one_batch)
-                if info is not None:
-                    return info
-                i += 1
-        except OSError as e:
-            raise _storage_error(self, e) from e
-        # everything at or after start_offset was deleted (compaction) or is above max
-        return FetchDataInfo(self.log_end_offset_metadata, b"")
+            max_meta = local.convert_to_offset_metadata(max_offset_exclusive)
+        return local.read(start_offset, max_bytes, max_meta, min_one_batch)
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Segment and position of the batch holding ``offset`` (e.g. the high
         watermark), cached for the last offset asked."""
-        if offset >= self._leo:
-            return self.log_end_offset_metadata
-        cached = self._offset_metadata_cache
-        if cached is not None and cached.message_offset == offset:
-            return cached
-        segments = self._segments
-        i = max(0, bisect_right(self._bases, offset) - 1)
-        for segment in segments[i:]:
-            found = segment.translate_offset(offset)
-            if found is not None:
-                meta = LogOffsetMetadata(offset, segment.base_offset, found[0])
-                self._offset_metadata_cache = meta
-                return meta
-        return self.log_end_offset_metadata
+        return self._local.convert_to_offset_metadata(offset)
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: -2 earliest, -1 latest, -3 the record with the max timestamp,
@@ -636,8 +398,10 @@ class Log:
             )
             return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
         if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, self._leo, self._epochs.latest_epoch)
-        segments = self._segments
+            return TimestampAndOffset(
+                NO_TIMESTAMP, self._local.log_end_offset, self._epochs.latest_epoch
+            )
+        segments = self._local.segments
         try:
             if timestamp == MAX_TIMESTAMP:
                 best: LogSegment | None = None
@@ -656,7 +420,7 @@ class Log:
                 if found is not None:
                     return found
         except OSError as e:
-            raise _storage_error(self, e) from e
+            raise storage_error(self.name, e) from e
         return None
 
     def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
@@ -666,54 +430,37 @@ class Log:
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) when unknown."""
-        return self._epochs.end_offset_for(leader_epoch, self._leo)
+        return self._epochs.end_offset_for(leader_epoch, self._local.log_end_offset)
 
     # -- flush ----------------------------------------------------------------------
 
     def needs_flush(self, now_ms: int) -> bool:
         """flush.messages reached, or flush.ms elapsed with unflushed data."""
-        unflushed = self._leo - self._recovery_point
+        local = self._local
+        unflushed = local.unflushed_messages
         if unflushed <= 0:
             return False
-        config = self._config
+        config = local.config
         return (
             unflushed >= config.flush_messages
-            or now_ms - self._last_flush_ms >= config.flush_ms
+            or now_ms - local.last_flush_ms >= config.flush_ms
         )
 
     def flush(self, up_to_offset: int | None = None, now_ms: int | None = None) -> None:
         """fsync the segments holding [recovery point, up_to_offset) and move the
         recovery point. Safe in a worker thread while the event loop appends: the bound
         is read before the segment snapshot, so every byte below it was written before
-        the fsync starts."""
+        the fsync starts. The leader epoch cache is synced before the recovery point
+        moves past the batches that carried its entries."""
+        local = self._local
         with self._flush_lock:
-            with self._state_lock:  # a truncation changes all three together
-                truncations = self._truncations
-                leo = self._leo
-                recovery_point = self._recovery_point
+            truncations, leo, recovery_point = local.flush_bounds()
             up_to = leo if up_to_offset is None else min(up_to_offset, leo)
             if up_to <= recovery_point:
                 return
-            segments = self._segments
-            new_files = False
-            for i, segment in enumerate(segments):
-                following = segments[i + 1].base_offset if i + 1 < len(segments) else None
-                if segment.base_offset >= up_to:
-                    break
-                if following is not None and following <= recovery_point:
-                    continue
-                segment.flush()
-                new_files = new_files or segment.base_offset >= recovery_point
-            if new_files:
-                fsync_dir(self.dir)  # a segment created since the last flush
-            if self._parent_needs_sync:
-                fsync_dir(self.dir.parent)
-                self._parent_needs_sync = False
+            local.flush(up_to, recovery_point)
             self._epochs.flush()
-            with self._state_lock:
-                if truncations == self._truncations and up_to > self._recovery_point:
-                    self._recovery_point = up_to
-            self._last_flush_ms = _wall_ms() if now_ms is None else now_ms
+            local.mark_flushed(up_to, truncations, _wall_ms() if now_ms is None else now_ms)
 
     # -- deletion: log start offset and retention ---------------------------------------
 
@@ -725,7 +472,7 @@ class Log:
         Raises KafkaError(OFFSET_OUT_OF_RANGE) for a negative offset or one above the
         high watermark."""
         self._check_open()
-        limit = self._leo if high_watermark is None else high_watermark
+        limit = self._local.log_end_offset if high_watermark is None else high_watermark
         if offset < 0 or offset > limit:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
@@ -751,8 +498,8 @@ class Log:
         segment, nor a segment with offsets at or above the high watermark. Returns the
         number of segments deleted."""
         self._check_open()
-        limit = self._leo if high_watermark is None else high_watermark
-        config = self._config
+        limit = self._local.log_end_offset if high_watermark is None else high_watermark
+        config = self._local.config
         deleted = self._delete_old_segments(
             lambda segment, following: following <= self._log_start_offset, limit
         )
@@ -781,7 +528,8 @@ class Log:
     def _delete_old_segments(
         self, predicate: Callable[[LogSegment, int], bool], upper_bound: int
     ) -> int:
-        segments = self._segments
+        local = self._local
+        segments = local.segments
         doomed: list[LogSegment] = []
         for i in range(len(segments) - 1):  # never the active segment
             following = segments[i + 1].base_offset
@@ -790,26 +538,14 @@ class Log:
             doomed.append(segments[i])
         if not doomed:
             return 0
-        remaining = segments[len(doomed):]
-        self._set_segments(remaining)  # readers switch to the new snapshot first
-        self._delete_segments(doomed)
-        if remaining[0].base_offset > self._log_start_offset:
-            self._log_start_offset = remaining[0].base_offset
+        local.remove_and_delete_segments(doomed)
+        first = local.segments[0].base_offset
+        if first > self._log_start_offset:
+            self._log_start_offset = first
             self._epochs.truncate_from_start(self._log_start_offset)
             if self._callbacks.on_log_start_offset_changed is not None:
                 self._callbacks.on_log_start_offset_changed(self)
         return len(doomed)
-
-    def _delete_segments(self, doomed: Iterable[LogSegment]) -> None:
-        """Segments already out of the snapshot readers use. As Kafka, their files are
-        renamed at once and removed after ``file.delete.delay.ms``, in the owner's
-        worker thread: unlinking a large file can take a while."""
-        later = self._callbacks.delete_files_later
-        for segment in doomed:
-            if later is None:
-                segment.delete()
-            else:
-                later(segment.rename_for_deletion(), self._config.file_delete_delay_ms)
 
     # -- truncation ---------------------------------------------------------------------
 
@@ -819,24 +555,13 @@ class Log:
         self._check_open()
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
-        if offset >= self._leo:
+        local = self._local
+        if offset >= local.log_end_offset:
             return False
-        if offset < self._segments[0].base_offset:
+        if offset < local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        segments = self._segments
-        keep = tuple(s for s in segments if s.base_offset <= offset)
-        doomed = segments[len(keep):]
-        with self._state_lock:
-            self._truncations += 1
-            self._leo = offset
-            self._recovery_point = min(self._recovery_point, offset)
-        self._set_segments(keep)
-        self._delete_segments(doomed)
-        try:
-            keep[-1].truncate_to(offset)
-        except OSError as e:
-            raise _storage_error(self, e) from e
+        local.truncate_to(offset)
         self._log_start_offset = min(self._log_start_offset, offset)
         self._epochs.truncate_from_end(offset)
         return True
@@ -846,14 +571,7 @@ class Log:
         behind the leader's log start offset)."""
         self._check_open()
         now = _wall_ms() if now_ms is None else now_ms
-        with self._state_lock:
-            self._truncations += 1
-            self._leo = new_offset
-            self._recovery_point = new_offset
-        doomed = self._segments
-        segment = self._new_segment(self.dir, new_offset, self._config, now)
-        self._set_segments((segment,))
-        self._delete_segments([old for old in doomed if old.base_offset != new_offset])
+        self._local.truncate_fully_and_start_at(new_offset, now)
         self._log_start_offset = new_offset
         self._epochs.clear()
         if self._callbacks.on_log_start_offset_changed is not None:
@@ -863,23 +581,22 @@ class Log:
 
     def close(self, flush: bool = True) -> None:
         """Flush (unless told not to), write each index's final entry and trim, close."""
-        if self._closed:
+        if self._local.closed:
             return
         if flush:
             self.flush()
         # No flush lock: a flush still running in a worker skips what closes under it,
         # and the event loop (deleting a topic) must not wait for its fsync.
-        self._closed = True
-        for segment in self._segments:
-            segment.close()
+        self._local.close()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         self.close(flush=False)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._local.delete()
 
     def __repr__(self) -> str:
         return (
             f"Log({self.name}, log_start_offset={self._log_start_offset}, "
-            f"log_end_offset={self._leo}, segments={len(self._segments)})"
+            f"log_end_offset={self._local.log_end_offset}, "
+            f"segments={len(self._local.segments)})"
         )

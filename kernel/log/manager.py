@@ -37,14 +37,9 @@ from kernel.log.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from kernel.log.log import (
-    DELETE_DIR_SUFFIX,
-    Log,
-    LogCallbacks,
-    LogConfig,
-    log_dir_name,
-    parse_topic_partition,
-)
+from kernel.log.local_log import DELETE_DIR_SUFFIX, log_dir_name, parse_topic_partition
+from kernel.log.log import Log, LogCallbacks
+from kernel.log.log_config import LogConfig
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"

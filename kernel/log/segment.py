@@ -6,7 +6,7 @@ sparse index and then walk batch *headers* only, and return a byte range read wi
 ``pread``: records are never decoded on the fetch path. Files are opened lazily, so a
 clean start reads no segment data at all, and indexes are created on first use (Kafka's
 LazyIndex): an idle partition holds one open file. An inactive segment's files are
-closed again once its log keeps more than a few open (``Log._files_opened``), so open
+closed again once its log keeps more than a few open (``LocalLog._files_opened``), so open
 files grow with partitions, not with segments.
 """
 
@@ -29,7 +29,7 @@ from kernel.log.index import (
     TimeIndex,
     TimestampOffset,
 )
-from kernel.log.records import (
+from kernel.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     CURRENT_MAGIC,

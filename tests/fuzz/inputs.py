@@ -22,8 +22,9 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from kernel.log.records import ATTRIBUTES_OFFSET, Compression, SimpleRecord, build_batch, crc_of
 from kernel.protocol.codec import default_entity
+from kernel.protocol.compression import Compression
+from kernel.protocol.records import ATTRIBUTES_OFFSET, SimpleRecord, build_batch, crc_of
 from tests.integration.wire import encode_request
 from tests.kio_strategies import requests
 

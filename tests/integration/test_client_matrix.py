@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from kernel.log.records import Compression, iter_batches
+from kernel.protocol.compression import Compression
+from kernel.protocol.records import iter_batches
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_produce_fetch import CODECS, create_topic
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from kernel.log.records import (
+from kernel.protocol.records import (
     RECORD_BATCH_OVERHEAD,
     SimpleRecord,
     build_batch,

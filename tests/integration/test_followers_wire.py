@@ -22,8 +22,8 @@ from kio.schema.errors import ErrorCode
 from kernel.cluster import BrokerRegistration
 from kernel.handlers import delete_records, fetch, list_offsets, produce
 from kernel.hookspecs import hookimpl
-from kernel.log.records import SimpleRecord, build_batch
 from kernel.protocol.build import field_names, request_module
+from kernel.protocol.records import SimpleRecord, build_batch
 from kernel.routing import Session
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_log_apis_wire import build, topic_id, topic_ref, values_in

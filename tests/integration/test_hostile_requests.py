@@ -17,7 +17,7 @@ from kio.schema.produce.v9.request import (
     TopicProduceData,
 )
 
-from kernel.log.records import SimpleRecord, build_batch
+from kernel.protocol.records import SimpleRecord, build_batch
 from kernel.testing.embedded import EmbeddedBroker
 from tests.broker_process import BrokerProcess
 from tests.integration.wire import (

@@ -13,9 +13,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kernel.handlers import delete_records, fetch, list_offsets, offset_for_leader_epoch, produce
-from kernel.log.records import SimpleRecord, build_batch, iter_batches, iter_records
 from kernel.protocol.build import field_names, request_module
 from kernel.protocol.codec import default_entity
+from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_produce_fetch import create_topic
 from tests.integration.wire import request

@@ -16,18 +16,17 @@ from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from kernel.handlers import produce
-from kernel.log.records import (
+from kernel.protocol.build import request_module
+from kernel.protocol.compression import Compression, compress
+from kernel.protocol.records import (
     BATCH_HEADER,
     CRC_OFFSET,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
-    Compression,
     SimpleRecord,
     build_batch,
-    compress,
     crc_of,
 )
-from kernel.protocol.build import request_module
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_log_apis_wire import build, topic_id, topic_ref
 from tests.integration.test_produce_fetch import consume_all, create_topic

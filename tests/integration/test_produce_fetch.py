@@ -326,7 +326,7 @@ def test_pipelined_large_produce_requests_land_intact(broker: EmbeddedBroker) ->
         TopicProduceData,
     )
 
-    from kernel.log.records import SimpleRecord, build_batch, iter_batches, iter_records
+    from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
 
     create_topic(broker.bootstrap, "big-pipelined")
     sizes = [600_000, 300_000, 10, 900_000, 20, 30, 600_000, 450_000, 40_000, 950_000, 50]
@@ -357,7 +357,7 @@ def test_pipelined_large_produce_requests_land_intact(broker: EmbeddedBroker) ->
 def test_broker_fetch_max_bytes_caps_a_consumer_response(broker_factory) -> None:  # type: ignore[no-untyped-def]
     """fetch.max.bytes bounds a response below the request's max_bytes, in whole batches,
     and still lets the first partition return one batch larger than the cap."""
-    from kernel.log.records import iter_batches
+    from kernel.protocol.records import iter_batches
 
     b = broker_factory({"fetch.max.bytes": 100_000})
     create_topic(b.bootstrap, "capped", partitions=4)

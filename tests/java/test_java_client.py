@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from kernel.log.records import Compression, iter_batches
+from kernel.protocol.compression import Compression
+from kernel.protocol.records import iter_batches
 from kernel.testing.embedded import EmbeddedBroker
 from reference import tools
 from tests.java.conftest import CLIENT_CHECK, image, lines

@@ -20,9 +20,9 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from kernel.log.records import SimpleRecord, build_batch
 from kernel.protocol.build import field_names, request_module
 from kernel.protocol.codec import default_entity
+from kernel.protocol.records import SimpleRecord, build_batch
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 from tests.reference.diff import Answers, Pair, Side
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kernel.log.records import CRC_OFFSET, Compression, SimpleRecord, build_batch
+from kernel.protocol.compression import Compression
+from kernel.protocol.records import CRC_OFFSET, SimpleRecord, build_batch
 from tests.reference.conformance import (
     CLOSED,
     TIMEOUT,

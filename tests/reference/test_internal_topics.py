@@ -33,7 +33,7 @@ from kio.schema.metadata.v12 import request as metadata
 from kio.schema.produce.v9 import request as produce
 from kio.schema.types import TopicName
 
-from kernel.log.records import SimpleRecord, build_batch
+from kernel.protocol.records import SimpleRecord, build_batch
 from kernel.testing.embedded import EmbeddedBroker
 from reference.kafka import ReferenceKafka
 from tests.reference.diff import Answers, Pair, Side, kafka_side, kafkernel_side

@@ -11,14 +11,14 @@ from kio.schema.errors import ErrorCode
 
 from kernel.coordination import TransactionResult
 from kernel.coordination.runtime import replay_batches
-from kernel.log.records import (
-    Compression,
+from kernel.protocol.compression import Compression
+from kernel.protocol.errors import KafkaError
+from kernel.protocol.records import (
     ControlRecordType,
     SimpleRecord,
     build_batch,
     build_control_batch,
 )
-from kernel.protocol.errors import KafkaError
 from plugins.coordinator.records import OffsetCommitValue, offset_commit_record
 from plugins.coordinator.shard import GroupCoordinatorShard
 

@@ -14,8 +14,8 @@ from kernel.config import BrokerConfig, resolve_topic_configs
 from kernel.log.checkpoint import read_offset_checkpoint
 from kernel.log.log import Log
 from kernel.log.manager import CLEAN_SHUTDOWN_FILE, LogDirInUseError, LogManager
-from kernel.log.records import SimpleRecord, build_batch
 from kernel.log.segment import LogSegment
+from kernel.protocol.records import SimpleRecord, build_batch
 
 NOW = 1_700_000_000_000
 

@@ -10,16 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel.log import records
-from kernel.log.records import RECORD_BATCH_OVERHEAD, SimpleRecord, build_batch, walk_records
+from kernel.log import validator
+from kernel.log.validator import walk_records
 from kernel.protocol.errors import KafkaError
+from kernel.protocol.records import RECORD_BATCH_OVERHEAD, SimpleRecord, build_batch
 
 
 def c_walk() -> object:
-    if records._records_valid is None:
+    if validator._records_valid is None:
         pytest.fail("kernel/log/_scan.c is not built: `pip install -e .` needs a C compiler "
                     "(gcc); without it every compressed append walks its records in Python")
-    return records._records_valid
+    return validator._records_valid
 
 
 def python_says_valid(data: bytes, count: int, check_offsets: bool, compacted: bool) -> bool:

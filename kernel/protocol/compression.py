@@ -1,4 +1,5 @@
-"""The codecs of a v2 batch's records section: gzip, snappy, lz4 and zstd.
+"""The codecs of a v2 batch's records section: gzip, snappy, lz4 and zstd (Kafka keeps
+compression with the record format).
 
 Decompression is bounded while it runs: given a ``limit``, it stops as soon as more
 than ``limit`` bytes have come out, so a small batch that inflates to hundreds of MB (a
@@ -9,6 +10,7 @@ that is what makes consumers (librdkafka: ``_BAD_COMPRESSION``) stall at the bat
 
 from __future__ import annotations
 
+import enum
 import gzip
 import struct
 import zlib
@@ -18,6 +20,29 @@ from kernel.protocol.errors import ErrorCode, KafkaError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 CODEC_NAMES = ("NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD")
+
+
+class Compression(enum.IntEnum):
+    """The codec in a batch's attributes (bits 0-2), Kafka's CompressionType."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def from_config(cls, name: str) -> Compression | None:
+        """``compression.type`` -> codec; None for ``producer`` (keep the client's)."""
+        if name == "producer":
+            return None
+        return _CODEC_BY_NAME[name]
+
+
+_CODEC_BY_NAME = {
+    "uncompressed": Compression.NONE, "none": Compression.NONE, "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY, "lz4": Compression.LZ4, "zstd": Compression.ZSTD,
+}
 
 _CHUNK = 256 * 1024  # output per step when no limit is given
 
@@ -263,4 +288,4 @@ def compress(codec: int, data: bytes) -> bytes:
     raise KafkaError(ErrorCode.invalid_record, f"unknown compression codec {codec}")
 
 
-__all__ = ["CODEC_NAMES", "DecompressedTooLarge", "compress", "decompress"]
+__all__ = ["CODEC_NAMES", "Compression", "DecompressedTooLarge", "compress", "decompress"]

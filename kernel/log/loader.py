@@ -1,0 +1,143 @@
+"""Kafka's LogLoader: a partition directory as found at start-up, made consistent.
+
+Temporary files of an interrupted deletion, cleaning or checkpoint go, and so do index
+files without their segment. After a clean shutdown no segment data is read beyond the
+active segment's tail after its last index entry; otherwise the segments from the
+recovery point on are re-validated (framing, CRC, increasing offsets), their indexes
+rebuilt and the log truncated at the first invalid batch, and the leader epochs of the
+recovered batches assigned again. The checkpointed log start offset and the leader
+epoch cache are then trimmed to the log's ends.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel.log.leader_epoch import LeaderEpochFileCache
+from kernel.log.local_log import new_segment
+from kernel.log.log_config import LogConfig
+from kernel.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+)
+from kernel.protocol.records import BatchHeader
+
+_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLogOffsets:
+    """Where the loaded log stands (Kafka's LoadedLogOffsets)."""
+
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+
+
+class LogLoader:
+    """Loads one partition directory, which must exist; :meth:`load` once."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        had_clean_shutdown: bool,
+        leader_epoch_cache: LeaderEpochFileCache,
+        now_ms: int,
+    ) -> None:
+        self.dir = directory
+        self.config = config
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.had_clean_shutdown = had_clean_shutdown
+        self.leader_epoch_cache = leader_epoch_cache
+        self.now_ms = now_ms
+
+    def load(self) -> tuple[list[LogSegment], LoadedLogOffsets]:
+        """The segments, oldest first (the last one active), and the offsets."""
+        directory, config, now = self.dir, self.config, self.now_ms
+        epochs = self.leader_epoch_cache
+        log_start_offset = self.log_start_offset
+        bases = self._remove_temp_files_and_collect_bases()
+        segments = [
+            LogSegment(
+                directory, base, index_interval_bytes=config.index_interval_bytes,
+                max_index_size=config.segment_index_bytes, created_ms=now,
+                active=(i == len(bases) - 1),
+            )
+            for i, base in enumerate(bases)
+        ]
+        if not self.had_clean_shutdown and segments:
+            segments = self._recover_segments(segments, self.recovery_point, epochs)
+        if not segments:
+            segments = [new_segment(directory, log_start_offset, config, now)]
+        active = segments[-1]
+        active.make_active()
+        log_end_offset = active.read_next_offset()
+        start = max(log_start_offset, segments[0].base_offset)
+        if start > log_end_offset:
+            # the checkpointed start is past the data (lost unflushed tail): start there
+            for segment in segments:
+                segment.delete()
+            segments = [new_segment(directory, start, config, now)]
+            log_end_offset = start
+            epochs.clear()
+        recovery = (
+            log_end_offset if self.had_clean_shutdown
+            else min(self.recovery_point, log_end_offset)
+        )
+        epochs.truncate_from_end(log_end_offset)
+        epochs.truncate_from_start(start)
+        return segments, LoadedLogOffsets(start, recovery, log_end_offset)
+
+    def _remove_temp_files_and_collect_bases(self) -> list[int]:
+        """Base offsets of the segments in the directory, sorted; temporary files and
+        indexes without a segment are removed on the way."""
+        directory = self.dir
+        bases: list[int] = []
+        for entry in os.scandir(directory):
+            name = entry.name
+            if name.endswith(_TEMP_SUFFIXES):
+                os.unlink(entry.path)
+            elif name.endswith(LOG_SUFFIX):
+                stem = name[: -len(LOG_SUFFIX)]
+                if stem.isdigit():
+                    bases.append(int(stem))
+        bases.sort()
+        known = {f"{b:020d}" for b in bases}
+        for entry in os.scandir(directory):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                if entry.name.endswith(suffix) and entry.name[: -len(suffix)] not in known:
+                    os.unlink(entry.path)  # an index without its log is useless
+        return bases
+
+    @staticmethod
+    def _recover_segments(
+        segments: list[LogSegment], recovery_point: int, epochs: LeaderEpochFileCache
+    ) -> list[LogSegment]:
+        """Recover the segments that may hold unflushed data: the one containing the
+        recovery point and everything after. A truncated segment ends the log: the
+        later segments hold garbage or data that never reached disk in order."""
+
+        def assign(header: BatchHeader) -> None:
+            if header.partition_leader_epoch >= 0:
+                epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+        first = max(0, bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+        for i in range(first, len(segments)):
+            start = recovery_point if i == first else None
+            if segments[i].recover(assign, start_offset=start) > 0:
+                for later in segments[i + 1:]:
+                    later.delete()
+                return segments[: i + 1]
+        return segments
