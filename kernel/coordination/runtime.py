@@ -341,11 +341,8 @@ class CoordinatorRuntime(Generic[S]):
                             base_timestamp=now_ms)
         # The high watermark may move inside this call (ISR of one): the purgatory then
         # completes earlier waits before this result is considered.
-        info = partition.append_records_to_leader(
-            batch, -1, partition.log.config.min_insync_replicas, now_ms
-        )
+        info = self._broker.replicas.append_records(partition, batch, -1, now_ms)
         ctx.written_offset = info.last_offset + 1
-        self._broker.replicas.appended(partition, info.first_offset, info.last_offset)
 
     def _leader_partition(self, ctx: _CoordinatorPartition[S]) -> Partition:
         partition = self._broker.replicas.get_partition(self.topic, ctx.index)

@@ -146,7 +146,6 @@ class LogCallbacks:
     """Injected by the owner (the log manager); all are called on the event loop."""
 
     on_segment_rolled: Callable[[Log, int], None] | None = None
-    on_appended: Callable[[Log, int, int], None] | None = None  # first, last offset
     on_flush_needed: Callable[[Log], None] | None = None  # flush.messages reached
     on_log_start_offset_changed: Callable[[Log], None] | None = None
     # Remove these ``.deleted`` files after the delay (ms); without it they go at once.
@@ -521,8 +520,6 @@ class Log:
         self._leo = last + 1
         self._appended_bytes += size
         callbacks = self._callbacks
-        if callbacks.on_appended is not None:
-            callbacks.on_appended(self, first, last)
         if (
             callbacks.on_flush_needed is not None
             and self._leo - self._recovery_point >= config.flush_messages

@@ -2,8 +2,10 @@
 
 It follows the cluster image: a partition whose replicas include this broker gets a
 log and a Partition (leader or follower as the image says); a deleted topic's logs are
-deleted; changed topic configs reach the logs. Appends, high-watermark moves and follower
-fetches wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
+deleted; changed topic configs reach the logs. Every append to a leader goes through
+:meth:`ReplicaManager.append_records` (Kafka's ``appendRecords``), whoever the writer:
+Produce and the coordinators alike. Appends, high-watermark moves and follower fetches
+wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kernel.purgatory import Purgatory
 from kernel.replica.partition import Partition
 
 if TYPE_CHECKING:
+    from kernel.log import LogAppendInfo
     from kernel.plugins import PluginFacade
 
 TopicPartition = tuple[str, int]
@@ -126,10 +129,27 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         self._plugins.high_watermark_changed(partition.topic, partition.partition, high_watermark)
 
-    def appended(self, partition: Partition, first_offset: int, last_offset: int) -> None:
-        if partition.high_watermark <= last_offset:
-            # The high watermark waits for followers: only their fetches can complete
-            # now (as Kafka checks the Fetch purgatory after every append).
+    # -- appends ----------------------------------------------------------
+
+    def append_records(self, partition: Partition, records: bytes | memoryview,
+                       required_acks: int, now_ms: int) -> LogAppendInfo:
+        """Append a batch (or several) to a leader replica, all of Kafka's
+        ``appendRecords`` for one partition: the leader and min.insync.replicas checks
+        (acks=-1), batch validation and offset assignment (the log), producer state,
+        then the replica bookkeeping: the high watermark and the purgatories it wakes.
+        Raises :class:`KafkaError` and appends nothing when a check fails. One call per
+        partition, no await: Produce's hot path."""
+        info = partition.append_records_to_leader(
+            records, required_acks, partition.log.config.min_insync_replicas, now_ms
+        )
+        # Producer state, before the high watermark can pass the records (Kafka's log
+        # updates it inside the append): plugins hear of the append here, while no
+        # fetch can read it yet.
+        self._plugins.log_appended(partition.topic, partition.partition, info.first_offset,
+                                   info.last_offset)
+        # With an ISR of one the high watermark moves now and wakes Produce and Fetch.
+        # Else it waits for followers: only their fetches can complete now (as Kafka
+        # checks the Fetch purgatory after every append).
+        if not partition.maybe_increment_high_watermark():
             self.fetch_purgatory.check_and_complete(partition.key)
-        self._plugins.log_appended(partition.topic, partition.partition, first_offset,
-                                   last_offset)
+        return info

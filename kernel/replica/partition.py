@@ -87,8 +87,11 @@ class Partition:
 
     # -- leader path --------------------------------------------------------
 
-    def append_records_to_leader(self, records: bytes, required_acks: int, min_insync: int,
-                                 now_ms: int) -> Any:
+    def append_records_to_leader(self, records: bytes | memoryview, required_acks: int,
+                                 min_insync: int, now_ms: int) -> Any:
+        """Check leadership and min.insync.replicas, then append to the log. The high
+        watermark is left to the caller (the replica manager's append path), which
+        first gives producer state its turn."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {self.local_broker_id} is not the leader of {self}")
@@ -98,9 +101,7 @@ class Partition:
                 f"the size of the current ISR {self.isr} is less than min.insync.replicas "
                 f"({min_insync}) for {self}",
             )
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        self.maybe_increment_high_watermark()
-        return info
+        return self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
 
     def check_follower(self, replica_id: int, current_leader_epoch: int) -> None:
         """A follower fetch must come from one of the partition's replicas. As Kafka:
