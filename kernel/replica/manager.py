@@ -6,6 +6,8 @@ deleted; changed topic configs reach the logs. Every append to a leader goes thr
 :meth:`ReplicaManager.append_records` (Kafka's ``appendRecords``), whoever the writer:
 Produce and the coordinators alike. Appends, high-watermark moves and follower fetches
 wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
+After applying an image it publishes each local replica's change of role (leader,
+follower, deleted) to its leadership listeners.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kernel.cluster import ClusterImage, TopicImage
 from kernel.config import BrokerConfig
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
+from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
 from kernel.replica.partition import Partition
 
 if TYPE_CHECKING:
@@ -46,15 +49,17 @@ class ReplicaManager:
         self._plugins = plugins
         self._log = logger
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._leadership_listeners: list[LeadershipListener] = []
 
     # -- following the cluster image -----------------------------------------
 
     def apply_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        changes: list[LeadershipChange] = []
         if old is not None:
             for name, topic in old.topics.items():
                 current = new.topics.get(name)
                 if current is None or current.topic_id != topic.topic_id:
-                    self._delete_topic(topic)
+                    self._delete_topic(topic, changes)
         for topic in new.topics.values():
             previous = old.topics.get(topic.name) if old is not None else None
             configs_changed = previous is None or previous.configs != topic.configs
@@ -69,10 +74,16 @@ class ReplicaManager:
                     partition = self._create_partition(topic, state.partition)
                 if previous is not None and partition.state == state and not configs_changed:
                     continue
+                was = _role(partition)
                 if state.leader == self.broker_id:
                     partition.make_leader(state)
                 else:
                     partition.make_follower(state)
+                if _role(partition) != was:
+                    changes.append(LeadershipChange(partition.topic, partition.partition,
+                                                    *_role(partition)))
+        for change in changes:
+            self._publish(change)
 
     def _create_partition(self, topic: TopicImage, index: int) -> Partition:
         log = self.logs.get_or_create_log(topic.name, index, topic.configs)
@@ -81,12 +92,13 @@ class ReplicaManager:
         self.partitions[(topic.name, index)] = partition
         return partition
 
-    def _delete_topic(self, topic: TopicImage) -> None:
+    def _delete_topic(self, topic: TopicImage, changes: list[LeadershipChange]) -> None:
         for index in topic.partitions:
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
                 self.logs.delete_log(topic.name, index)
                 self._wake_all(partition.key)  # waiting operations answer now
+                changes.append(LeadershipChange(topic.name, index, Role.DELETED, -1))
         self._log.info("deleted topic logs", topic=topic.name)
 
     def _wake_all(self, key: TopicPartition) -> None:
@@ -97,6 +109,29 @@ class ReplicaManager:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Broker-level defaults changed (dynamic broker configs): refresh every log."""
         self.logs.update_broker_config(config)
+
+    # -- leadership events -------------------------------------------------
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """Call ``listener`` with the role of every hosted partition now, then with each
+        change once the image that made it is applied (Kafka's coordinators hear
+        ``onElection`` / ``onResignation`` the same way)."""
+        self._leadership_listeners.append(listener)
+        for partition in list(self.partitions.values()):
+            if partition.state is not None:
+                listener(LeadershipChange(partition.topic, partition.partition,
+                                          *_role(partition)))
+
+    def remove_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.remove(listener)
+
+    def _publish(self, change: LeadershipChange) -> None:
+        for listener in list(self._leadership_listeners):
+            try:
+                listener(change)
+            except Exception:  # one failing subscriber must not hide the change from others
+                self._log.exception("leadership listener failed", topic=change.topic,
+                                    partition=change.partition, role=change.role.value)
 
     # -- lookups ------------------------------------------------------------
 
@@ -153,3 +188,7 @@ class ReplicaManager:
         if not partition.maybe_increment_high_watermark():
             self.fetch_purgatory.check_and_complete(partition.key)
         return info
+
+
+def _role(partition: Partition) -> tuple[Role, int]:
+    return (Role.LEADER if partition.is_leader else Role.FOLLOWER), partition.leader_epoch

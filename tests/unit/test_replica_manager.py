@@ -1,5 +1,6 @@
 """The replica manager on real logs in a temporary directory, without a broker: its one
-append path (checks, the log_appended hook before the high watermark moves, wake-ups)."""
+append path (checks, the log_appended hook before the high watermark moves, wake-ups)
+and the leadership events it publishes after applying a cluster image."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kernel.log.records import SimpleRecord, build_batch
 from kernel.plugins import PluginFacade
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedOperation, Purgatory, Timer
+from kernel.replica.leadership import LeadershipChange, Role
 from kernel.replica.manager import ReplicaManager
 
 BROKER = 1
@@ -153,3 +155,43 @@ def test_appends_refused_append_nothing(replicas: Replicas) -> None:
         replicas.manager.append_records(leader, b"\0" * 70, 1, 1_000)
     assert info.value.error_code == ErrorCode.corrupt_message
     assert leader.log.log_end_offset == 0 and replicas.observer.events == []
+
+
+def test_leadership_events_follow_the_image(replicas: Replicas) -> None:
+    heard: list[LeadershipChange] = []
+    replicas.apply({"t": {0: state(), 1: state(leader=2, partition=1)}})
+    # A new listener hears the current roles first.
+    replicas.manager.add_leadership_listener(heard.append)
+    assert heard == [LeadershipChange("t", 0, Role.LEADER, 0),
+                     LeadershipChange("t", 1, Role.FOLLOWER, 0)]
+    heard.clear()
+    # An ISR change is no change of role; a new epoch or a new role is.
+    replicas.apply({"t": {0: state(isr=(BROKER, 2)), 1: state(leader=2, partition=1)}})
+    assert heard == []
+    replicas.apply({"t": {0: state(leader=2, epoch=1), 1: state(epoch=1, partition=1)}})
+    assert heard == [LeadershipChange("t", 0, Role.FOLLOWER, 1),
+                     LeadershipChange("t", 1, Role.LEADER, 1)]
+    # The replica has its new role when the event is heard.
+    p = replicas.manager.get_partition("t", 1)
+    assert p is not None and p.is_leader and p.leader_epoch == 1
+    heard.clear()
+    replicas.apply({})
+    assert heard == [LeadershipChange("t", 0, Role.DELETED, -1),
+                     LeadershipChange("t", 1, Role.DELETED, -1)]
+    replicas.manager.remove_leadership_listener(heard.append)
+    heard.clear()
+    replicas.apply({"t": {0: state()}})
+    assert heard == []
+
+
+def test_a_failing_listener_hides_nothing_from_the_others(replicas: Replicas) -> None:
+    heard: list[LeadershipChange] = []
+
+    def failing(change: LeadershipChange) -> None:
+        raise RuntimeError("listener bug")
+
+    replicas.manager.add_leadership_listener(failing)
+    replicas.manager.add_leadership_listener(heard.append)
+    replicas.apply({"t": {0: state()}})
+    assert heard == [LeadershipChange("t", 0, Role.LEADER, 0)]
+    assert replicas.manager.get_partition("t", 0) is not None
