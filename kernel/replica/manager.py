@@ -178,8 +178,9 @@ class ReplicaManager:
             records, required_acks, partition.log.config.min_insync_replicas, now_ms
         )
         # Producer state, before the high watermark can pass the records (Kafka's log
-        # updates it inside the append): plugins hear of the append here, while no
-        # fetch can read it yet.
+        # updates it inside the append): a plugin that tracks transactions sees the
+        # append here and holds back the last stable offset (update_first_unstable_offset)
+        # before any READ_COMMITTED fetch can read them.
         self._plugins.log_appended(partition.topic, partition.partition, info.first_offset,
                                    info.last_offset)
         # With an ISR of one the high watermark moves now and wakes Produce and Fetch.
@@ -188,6 +189,22 @@ class ReplicaManager:
         if not partition.maybe_increment_high_watermark():
             self.fetch_purgatory.check_and_complete(partition.key)
         return info
+
+    def update_first_unstable_offset(self, topic: str, partition: int,
+                                     offset: int | None) -> None:
+        """Hold the partition's last stable offset at ``offset`` (where its oldest open
+        transaction starts), or release it (None). Kafka's producer state owns this
+        value; here the plugin that tracks transactions does, and only it calls this.
+        READ_COMMITTED fetches and ListOffsets read below it; raising it wakes the
+        fetches waiting for what it held back."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"this server does not host {topic}-{partition}")
+        before = p.last_stable_offset
+        p.first_unstable_offset = offset
+        if p.last_stable_offset > before:
+            self.fetch_purgatory.check_and_complete(p.key)
 
 
 def _role(partition: Partition) -> tuple[Role, int]:

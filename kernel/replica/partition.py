@@ -3,7 +3,9 @@
 The leader appends client batches and moves the high watermark to the smallest log end
 offset among the in-sync replicas (itself included), so with an ISR of one the high
 watermark follows every append. Followers (the replication issue) append fetched
-batches and take the leader's high watermark. Consumers read below the high watermark.
+batches and take the leader's high watermark. Consumers read below the high watermark,
+READ_COMMITTED ones below the last stable offset, which a plugin that tracks
+transactions holds back (the first unstable offset).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class Partition:
         self._on_high_watermark = on_high_watermark
         self.state: PartitionState | None = None
         self.high_watermark = 0
+        # Kafka's first unstable offset: where the oldest open transaction starts, set
+        # by the plugin that tracks transactions (the replica manager's
+        # update_first_unstable_offset); None while no transaction is open.
+        self.first_unstable_offset: int | None = None
         self.remote_replicas: dict[int, ReplicaProgress] = {}
 
     @property
@@ -60,9 +66,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Offset below which no transaction is open; the transaction plugin lowers it
-        below the high watermark while transactions are in flight."""
-        return self.high_watermark
+        """Offset below which no transaction is open: the high watermark, or the first
+        unstable offset when that is lower (Kafka's lastStableOffset)."""
+        unstable = self.first_unstable_offset
+        if unstable is None or unstable >= self.high_watermark:
+            return self.high_watermark
+        return unstable
 
     @property
     def isr(self) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
 """The replica manager on real logs in a temporary directory, without a broker: its one
-append path (checks, the log_appended hook before the high watermark moves, wake-ups)
-and the leadership events it publishes after applying a cluster image."""
+append path (checks, the log_appended hook before the high watermark moves, wake-ups),
+the leadership events it publishes after applying a cluster image, and the first
+unstable offset that holds back the last stable offset."""
 
 from __future__ import annotations
 
@@ -195,3 +196,28 @@ def test_a_failing_listener_hides_nothing_from_the_others(replicas: Replicas) ->
     replicas.apply({"t": {0: state()}})
     assert heard == [LeadershipChange("t", 0, Role.LEADER, 0)]
     assert replicas.manager.get_partition("t", 0) is not None
+
+
+def test_the_first_unstable_offset_holds_back_the_last_stable_offset(
+    replicas: Replicas
+) -> None:
+    replicas.apply({"t": {0: state()}})
+    p = replicas.manager.get_partition("t", 0)
+    assert p is not None
+    replicas.manager.append_records(p, batch(b"a", b"b"), 1, 1_000)
+    assert p.last_stable_offset == p.high_watermark == 2
+    replicas.manager.update_first_unstable_offset("t", 0, 1)
+    replicas.manager.append_records(p, batch(b"c"), 1, 1_000)
+    assert (p.high_watermark, p.last_stable_offset) == (3, 1)
+    # A READ_COMMITTED long poll waiting past the held offset is woken on release.
+    read_committed = Waiter(lambda: p.last_stable_offset > 1)
+    replicas.fetch.try_complete_else_watch(read_committed, [p.key])
+    assert not read_committed.completed
+    replicas.manager.update_first_unstable_offset("t", 0, None)
+    assert read_committed.completed and p.last_stable_offset == 3
+    # Never above the high watermark.
+    replicas.manager.update_first_unstable_offset("t", 0, 10)
+    assert p.last_stable_offset == 3
+    with pytest.raises(KafkaError) as info:
+        replicas.manager.update_first_unstable_offset("absent", 0, 1)
+    assert info.value.error_code == ErrorCode.unknown_topic_or_partition
