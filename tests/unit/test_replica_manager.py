@@ -1,10 +1,12 @@
 """The replica manager on real logs in a temporary directory, without a broker: its one
 append path (checks, the log_appended hook before the high watermark moves, wake-ups),
-the leadership events it publishes after applying a cluster image, and the first
-unstable offset that holds back the last stable offset."""
+the leadership events it publishes after applying a cluster image, the first unstable
+offset that holds back the last stable offset, and the coordinator partition writer
+built on it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
+from kernel.coordination import CoordinatorPartitionWriter
 from kernel.hookspecs import hookimpl
 from kernel.log import LogManager
 from kernel.log.records import SimpleRecord, build_batch
@@ -221,3 +224,43 @@ def test_the_first_unstable_offset_holds_back_the_last_stable_offset(
     with pytest.raises(KafkaError) as info:
         replicas.manager.update_first_unstable_offset("absent", 0, 1)
     assert info.value.error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_the_coordinator_partition_writer(replicas: Replicas) -> None:
+    tp = ("__state", 0)
+    replicas.apply({"__state": {0: state(isr=(BROKER, 2))}})
+    writer = CoordinatorPartitionWriter(replicas.manager)
+    heard: list[LeadershipChange] = []
+    writer.add_leadership_listener(heard.append)
+    assert heard == [LeadershipChange("__state", 0, Role.LEADER, 0)]
+    p = replicas.manager.get_partition(*tp)
+    assert p is not None
+
+    async def scenario() -> list[tuple[str, bool]]:
+        done: list[tuple[str, bool]] = []
+        assert writer.append(tp, batch(b"a", b"b")) == 2
+        assert writer.high_watermark(tp) == 0
+        first = writer.wait_until_committed(tp, 1, 60_000, lambda c: done.append(("1", c)))
+        second = writer.wait_until_committed(tp, 2, 60_000, lambda c: done.append(("2", c)))
+        expiring = writer.wait_until_committed(tp, 2, 20, lambda c: done.append(("t", c)))
+        await asyncio.sleep(0.1)
+        assert done == [("t", False)] and not first.is_completed
+        # One move of the high watermark ends both waits, in the order they started.
+        replicas.manager.follower_fetched(p, 2, 2, 0)
+        assert first.is_completed and second.is_completed and expiring.is_completed
+        now = writer.wait_until_committed(tp, 2, 60_000, lambda c: done.append(("now", c)))
+        assert now.is_completed
+        return done
+
+    assert asyncio.run(scenario()) == [("t", False), ("1", True), ("2", True), ("now", True)]
+    assert (writer.log_start_offset(tp), writer.log_end_offset(tp)) == (0, 2)
+    assert bytes(writer.read(tp, 0, 1)) == bytes(p.log.read(0, 1 << 20).records)
+    # min.insync.replicas applies: the coordinators write with acks=all.
+    replicas.logs.update_topic_config("__state", {"min.insync.replicas": "3"})
+    with pytest.raises(KafkaError) as info:
+        writer.append(tp, batch(b"c"))
+    assert info.value.error_code == ErrorCode.not_enough_replicas
+    replicas.apply({})
+    assert heard[-1] == LeadershipChange("__state", 0, Role.DELETED, -1)
+    with pytest.raises(KafkaError):
+        writer.high_watermark(tp)
