@@ -87,10 +87,11 @@ class InMemoryPartitionWriter:
         self._set_role(tp, Role.FOLLOWER, leader_epoch)
 
     def delete(self, tp: TopicPartition) -> None:
+        # As the replica manager: the event goes out while waits are still pending.
         partition = self._partitions.pop(tp)
+        self._publish(LeadershipChange(tp[0], tp[1], Role.DELETED, -1))
         for wait in list(partition.waits):
             wait.force_complete()
-        self._publish(LeadershipChange(tp[0], tp[1], Role.DELETED, -1))
 
     def commit(self, tp: TopicPartition, offset: int | None = None) -> None:
         """Move the high watermark to ``offset`` (default: the log end offset)."""

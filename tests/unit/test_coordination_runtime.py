@@ -349,11 +349,13 @@ def test_deleting_the_partition_unloads_the_shard() -> None:
         r = runtime(writer, timer)
         await active(r)
         parked = r.write(0, lambda s, h: s.wait(b"k", h))
+        pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
         writer.delete(TP)
         assert await parked == "unloaded"
+        assert await error_of(pending) == ErrorCode.not_coordinator
         with pytest.raises(CoordinatorError) as info:
             r.write(0, lambda s, _: s.put(b"x", b"1"))
         assert info.value.error_code == ErrorCode.not_coordinator
         await r.stop()
 
-    run(scenario)
+    run(scenario, auto_commit=False)
