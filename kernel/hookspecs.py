@@ -130,7 +130,10 @@ def kafkernel_shutdown(broker: PluginServices) -> Awaitable[None] | None:
 @hookspec
 def kafkernel_log_appended(topic: str, partition: int, base_offset: int, last_offset: int) -> None:
     """Records ``base_offset..last_offset`` were appended to a local log (leader or
-    follower). Not yet committed: see ``kafkernel_high_watermark_changed``."""
+    follower). Not yet committed: called before the high watermark can pass them, so a
+    plugin that tracks transactions can hold back the last stable offset here
+    (``ReplicaManager.update_first_unstable_offset``); see
+    ``kafkernel_high_watermark_changed``."""
 
 
 @hookspec

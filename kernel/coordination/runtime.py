@@ -11,17 +11,19 @@ parked), completions of requests parked earlier, and keyed timers. The runtime
   semantics: the partition's min.insync.replicas must hold),
 * delivers the response and the completions only once the high watermark has passed
   everything the shard wrote so far, even for results without records: a response must
-  never reveal state that a leader change could still lose. Waiting is a delayed
-  operation in the broker's Produce purgatory, watched on the partition, as Kafka's
-  coordinators waited through ``appendRecords(acks=-1)``: the replica manager's
-  high-watermark wake-ups complete it, and its timeout is the commit timeout,
+  never reveal state that a leader change could still lose; the commit timeout bounds
+  the wait,
 * arms and cancels the shard's timers on the broker's timer and feeds expiries back as
   ``on_timer(key)`` operations, never inline,
 * loads a shard when this broker becomes leader of a partition (replaying the log from
   its start to its end: every record of a data batch with its offset and the batch's
   producer id and epoch, and every transaction marker of a control batch) and unloads
-  it when leadership moves, following the cluster image; requests meanwhile fail with
+  it when leadership moves, as leadership events say; requests meanwhile fail with
   COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR.
+
+All of that goes through a :class:`~kernel.coordination.partition_writer.PartitionWriter`
+(the kernel's is backed by the replica manager) and a timer: the runtime never sees
+the broker.
 
 Everything runs on the broker's event loop, one operation at a time, so the shard needs
 no locking and operations on one partition are totally ordered. Failures reach callers
@@ -38,20 +40,18 @@ import enum
 import itertools
 import struct
 import time
-import uuid
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import ClusterImage
 from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
-from kernel.purgatory import DelayedOperation, TimerTask
+from kernel.purgatory import TimerTask
+from kernel.replica.leadership import LeadershipChange, Role
 
 if TYPE_CHECKING:
-    from kernel.replica.partition import Partition
-    from kernel.services import PluginServices
+    from kernel.coordination.partition_writer import CommitWait, PartitionWriter
 
 __all__ = [
     "CoordinatorError",
@@ -67,9 +67,6 @@ __all__ = [
 DEFAULT_COMMIT_TIMEOUT_MS = 5_000
 # Bytes read per step while loading; the loop yields between steps.
 LOAD_CHUNK_BYTES = 1 << 20
-# A load waits this long for the replica manager to make the partition's replica leader
-# in the same epoch as the image that scheduled the load.
-LEADERSHIP_WAIT_MS = 5_000
 
 
 class CoordinatorError(KafkaError):
@@ -226,31 +223,10 @@ class _Callback(TimerTask):
         self._loop.call_soon(self._callback)
 
 
-class _DelayedCommit(DelayedOperation):
-    """Responses held back until the partition's high watermark reaches ``offset``."""
+class Timer(Protocol):
+    """Where the shards' timers run (the broker's timing wheel)."""
 
-    __slots__ = ("ctx", "deliveries", "offset", "partition", "runtime")
-
-    def __init__(self, runtime: CoordinatorRuntime[Any], ctx: _CoordinatorPartition[Any],
-                 partition: Partition, offset: int,
-                 deliveries: list[tuple[Hashable, Any]], timeout_ms: int) -> None:
-        super().__init__(timeout_ms)
-        self.runtime = runtime
-        self.ctx = ctx
-        self.partition = partition
-        self.offset = offset
-        self.deliveries = deliveries
-
-    def try_complete(self) -> bool:
-        if self.ctx.closed or self.partition.high_watermark >= self.offset:
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        self.runtime._commit_wait_over(self)
-
-    def on_expiration(self) -> None:
-        pass
+    def add(self, task: TimerTask) -> None: ...
 
 
 class _CoordinatorPartition(Generic[S]):
@@ -258,19 +234,19 @@ class _CoordinatorPartition(Generic[S]):
 
     __slots__ = (
         "closed", "commit_waits", "index", "leader_epoch", "load_task", "shard", "state",
-        "timers", "topic_id", "waiting", "written_offset",
+        "timers", "tp", "waiting", "written_offset",
     )
 
-    def __init__(self, index: int, leader_epoch: int, topic_id: uuid.UUID) -> None:
+    def __init__(self, topic: str, index: int, leader_epoch: int) -> None:
         self.index = index
+        self.tp = (topic, index)
         self.leader_epoch = leader_epoch
-        self.topic_id = topic_id
         self.state = _State.LOADING
         self.shard: S | None = None
         # End (exclusive) of everything replayed or appended: what responses wait for.
         self.written_offset = 0
-        # Delayed operations in the Produce purgatory, in offset order.
-        self.commit_waits: dict[int, _DelayedCommit] = {}
+        # The writer's waits for the high watermark, in offset order.
+        self.commit_waits: dict[int, CommitWait] = {}
         # Reply handle -> the future its caller awaits (responded, deferred or parked).
         self.waiting: dict[Hashable, asyncio.Future[Any]] = {}
         self.timers: dict[Hashable, TimerTask] = {}
@@ -283,26 +259,31 @@ class _CoordinatorPartition(Generic[S]):
 
 class CoordinatorRuntime(Generic[S]):
     """Shards of ``topic``'s partitions led by this broker, built by ``shard_factory``
-    (called with the partition index). Call :meth:`start` once the topic may exist and
-    :meth:`stop` at shutdown."""
+    (called with the partition index), written through ``writer``, their timers on
+    ``timer``. Call :meth:`start` once the topic may exist and :meth:`stop` at
+    shutdown."""
 
     def __init__(
         self,
-        broker: PluginServices,
+        writer: PartitionWriter,
+        timer: Timer,
         topic: str,
         shard_factory: Callable[[int], S],
         *,
+        logger: Any,
         commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS,
         load_chunk_bytes: int = LOAD_CHUNK_BYTES,
     ) -> None:
         self.topic = topic
-        self._broker = broker
-        self._broker_id = broker.config.broker_id
+        self._writer = writer
+        self._timer = timer
         self._factory = shard_factory
         self._commit_timeout_ms = commit_timeout_ms
         self._load_chunk_bytes = load_chunk_bytes
-        self._log: Any = broker.log.bind(component="coordinator", topic=topic)
+        self._log: Any = logger.bind(component="coordinator", topic=topic)
         self._partitions: dict[int, _CoordinatorPartition[S]] = {}
+        # Partition -> leader epoch, of the partitions the leadership events say we lead.
+        self._led: dict[int, int] = {}
         self._handles = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
@@ -310,16 +291,17 @@ class CoordinatorRuntime(Generic[S]):
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Follow the cluster image from now on: load the partitions this broker leads."""
+        """Follow leadership from now on: load the partitions this broker leads."""
         self._loop = asyncio.get_running_loop()
         self._started = True
-        metadata = self._broker.metadata
-        metadata.add_listener(self._on_image)
-        self._on_image(None, metadata.image)
+        self._writer.add_leadership_listener(self._on_leadership_change)
 
     async def stop(self) -> None:
         """Unload every shard: parked and waiting requests get NOT_COORDINATOR."""
+        if self._started:
+            self._writer.remove_leadership_listener(self._on_leadership_change)
         self._started = False
+        self._led.clear()
         tasks = [ctx.load_task for ctx in self._partitions.values()
                  if ctx.load_task is not None and not ctx.load_task.done()]
         for ctx in list(self._partitions.values()):
@@ -374,10 +356,8 @@ class CoordinatorRuntime(Generic[S]):
     def _active(self, partition: int) -> _CoordinatorPartition[S]:
         ctx = self._partitions.get(partition)
         if ctx is None:
-            raise CoordinatorError(
-                ErrorCode.not_coordinator,
-                f"broker {self._broker_id} does not lead {self.topic}-{partition}",
-            )
+            raise CoordinatorError(ErrorCode.not_coordinator,
+                                   f"this broker does not lead {self.topic}-{partition}")
         if ctx.state is _State.LOADING:
             raise CoordinatorError(ErrorCode.coordinator_load_in_progress,
                                    f"{self.topic}-{partition} is loading")
@@ -405,24 +385,11 @@ class CoordinatorRuntime(Generic[S]):
 
     def _append(self, ctx: _CoordinatorPartition[S],
                 records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        partition = self._leader_partition(ctx)
-        now_ms = time.time_ns() // 1_000_000
         batch = build_batch((SimpleRecord(value=v, key=k) for k, v in records),
-                            base_timestamp=now_ms)
-        # The high watermark may move inside this call (ISR of one): the purgatory then
-        # completes earlier waits before this result is considered.
-        info = partition.append_records_to_leader(
-            batch, -1, partition.log.config.min_insync_replicas, now_ms
-        )
-        ctx.written_offset = info.last_offset + 1
-        self._broker.replicas.appended(partition, info.first_offset, info.last_offset)
-
-    def _leader_partition(self, ctx: _CoordinatorPartition[S]) -> Partition:
-        partition = self._broker.replicas.get_partition(self.topic, ctx.index)
-        if partition is None or not partition.is_leader:
-            raise KafkaError(ErrorCode.not_leader_or_follower,
-                             f"broker {self._broker_id} no longer leads {self.topic}-{ctx.index}")
-        return partition
+                            base_timestamp=time.time_ns() // 1_000_000)
+        # The high watermark may move inside this call (ISR of one): the writer then
+        # ends earlier waits before this result is considered.
+        ctx.written_offset = self._writer.append(ctx.tp, batch)
 
     def _fail_write(self, ctx: _CoordinatorPartition[S], result: ShardResult,
                     handle: Hashable | None, cause: KafkaError) -> None:
@@ -437,48 +404,49 @@ class CoordinatorRuntime(Generic[S]):
         if handle is not None:
             self._fail(ctx, handle, error)
         self._unload(ctx, "append failed")
-        image = self._broker.metadata.image
-        state = image.partition(self.topic, ctx.index)
-        topic = image.topic(self.topic)
-        if self._started and state is not None and topic is not None \
-                and state.leader == self._broker_id:
-            self._schedule_load(ctx.index, state.leader_epoch, topic.topic_id)
+        if self._started and self._led.get(ctx.index) == ctx.leader_epoch:
+            self._schedule_load(ctx.index, ctx.leader_epoch)
 
     def _deliver_when_committed(self, ctx: _CoordinatorPartition[S],
                                 deliveries: list[tuple[Hashable, Any]]) -> None:
-        partition = self._broker.replicas.get_partition(self.topic, ctx.index)
-        if partition is None:
+        try:
+            high_watermark = self._writer.high_watermark(ctx.tp)
+        except KafkaError:
             error = CoordinatorError(ErrorCode.not_coordinator,
                                      f"{self.topic}-{ctx.index} is not hosted here")
             for handle, _ in deliveries:
                 self._fail(ctx, handle, error)
             return
-        if partition.high_watermark >= ctx.written_offset:
+        if high_watermark >= ctx.written_offset:
             self._deliver(ctx, deliveries)
             return
-        # Earlier waits have lower offsets and were watched first: the purgatory completes
-        # them first, so responses keep the order of their operations.
-        wait = _DelayedCommit(self, ctx, partition, ctx.written_offset, deliveries,
-                              self._commit_timeout_ms)
-        if not self._broker.produce_purgatory.try_complete_else_watch(wait, [partition.key]):
-            ctx.commit_waits[id(wait)] = wait
+        # Earlier waits have lower offsets and started first: the writer ends them first,
+        # so responses keep the order of their operations.
+        offset = ctx.written_offset
+        key = next(self._handles)
+        wait = self._writer.wait_until_committed(
+            ctx.tp, offset, self._commit_timeout_ms,
+            lambda committed: self._commit_wait_over(ctx, key, offset, deliveries, committed),
+        )
+        if not wait.is_completed:
+            ctx.commit_waits[key] = wait
 
-    def _commit_wait_over(self, wait: _DelayedCommit) -> None:
-        ctx = wait.ctx
-        ctx.commit_waits.pop(id(wait), None)
+    def _commit_wait_over(self, ctx: _CoordinatorPartition[S], key: int, offset: int,
+                          deliveries: list[tuple[Hashable, Any]], committed: bool) -> None:
+        ctx.commit_waits.pop(key, None)
         if ctx.closed:
             error = CoordinatorError(ErrorCode.not_coordinator,
                                      f"{self.topic}-{ctx.index} was unloaded")
-        elif wait.partition.high_watermark >= wait.offset:
-            self._deliver(ctx, wait.deliveries)
+        elif committed:
+            self._deliver(ctx, deliveries)
             return
         else:
             error = CoordinatorError(
                 ErrorCode.request_timed_out,
-                f"records up to offset {wait.offset - 1} of {self.topic}-{ctx.index} were "
+                f"records up to offset {offset - 1} of {self.topic}-{ctx.index} were "
                 f"not committed within {self._commit_timeout_ms} ms",
             )
-        for handle, _ in wait.deliveries:
+        for handle, _ in deliveries:
             self._fail(ctx, handle, error)
 
     @staticmethod
@@ -512,7 +480,7 @@ class CoordinatorRuntime(Generic[S]):
             task = _Callback(max(0, delay_ms), loop, lambda: None)
             task._callback = (lambda k=key, t=task: self._on_timer(ctx, k, t))
             timers[key] = task
-            self._broker.timer.add(task)
+            self._timer.add(task)
 
     def _on_timer(self, ctx: _CoordinatorPartition[S], key: Hashable, task: TimerTask) -> None:
         # A timer replaced or cancelled after it was already due must not fire.
@@ -530,24 +498,28 @@ class CoordinatorRuntime(Generic[S]):
 
     # -- loading and unloading ---------------------------------------------------------
 
-    def _on_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
-        if not self._started:
+    def _on_leadership_change(self, change: LeadershipChange) -> None:
+        """The replica of one partition changed role (Kafka's onElection/onResignation):
+        it already has its new role, so a load can start reading at once."""
+        if not self._started or change.topic != self.topic:
             return
-        topic = new.topic(self.topic)
-        led: dict[int, tuple[int, uuid.UUID]] = {}
-        if topic is not None:
-            for index, state in topic.partitions.items():
-                if state.leader == self._broker_id:
-                    led[index] = (state.leader_epoch, topic.topic_id)
-        for index, ctx in list(self._partitions.items()):
-            if led.get(index) != (ctx.leader_epoch, ctx.topic_id):
-                self._unload(ctx, "leadership moved")
-        for index, (epoch, topic_id) in led.items():
-            if index not in self._partitions:
-                self._schedule_load(index, epoch, topic_id)
+        index = change.partition
+        ctx = self._partitions.get(index)
+        if change.role is Role.LEADER:
+            self._led[index] = change.leader_epoch
+            if ctx is not None and ctx.leader_epoch == change.leader_epoch:
+                return
+            if ctx is not None:
+                self._unload(ctx, "leader epoch changed")
+            self._schedule_load(index, change.leader_epoch)
+            return
+        self._led.pop(index, None)
+        if ctx is not None:
+            self._unload(ctx, "leadership moved" if change.role is Role.FOLLOWER
+                         else "partition deleted")
 
-    def _schedule_load(self, index: int, leader_epoch: int, topic_id: uuid.UUID) -> None:
-        ctx: _CoordinatorPartition[S] = _CoordinatorPartition(index, leader_epoch, topic_id)
+    def _schedule_load(self, index: int, leader_epoch: int) -> None:
+        ctx: _CoordinatorPartition[S] = _CoordinatorPartition(self.topic, index, leader_epoch)
         self._partitions[index] = ctx
         assert self._loop is not None
         ctx.load_task = self._loop.create_task(self._load(ctx))
@@ -555,9 +527,8 @@ class CoordinatorRuntime(Generic[S]):
     async def _load(self, ctx: _CoordinatorPartition[S]) -> None:
         started = time.monotonic()
         try:
-            partition = await self._wait_for_leadership(ctx)
             shard = self._factory(ctx.index)
-            end_offset, replayed = await self._replay(ctx, partition, shard)
+            end_offset, replayed = await self._replay(ctx, shard)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -575,31 +546,14 @@ class CoordinatorRuntime(Generic[S]):
                         ms=round((time.monotonic() - started) * 1000, 1))
         self._apply(ctx, shard.on_loaded(), None)
 
-    async def _wait_for_leadership(self, ctx: _CoordinatorPartition[S]) -> Partition:
-        """Loads run as tasks, so every listener of the image change that scheduled one
-        (the replica manager's too) has run; still, do not trust ordering between
-        listeners: wait until the local replica leads in the image's epoch."""
-        deadline = time.monotonic() + LEADERSHIP_WAIT_MS / 1000
-        while True:
-            partition = self._broker.replicas.get_partition(self.topic, ctx.index)
-            if (partition is not None and partition.is_leader
-                    and partition.leader_epoch == ctx.leader_epoch):
-                return partition
-            if time.monotonic() >= deadline:
-                raise KafkaError(ErrorCode.not_leader_or_follower,
-                                 f"the replica of {self.topic}-{ctx.index} did not become "
-                                 f"leader in epoch {ctx.leader_epoch}")
-            await asyncio.sleep(0.01)
-
-    async def _replay(self, ctx: _CoordinatorPartition[S], partition: Partition,
-                      shard: S) -> tuple[int, int]:
+    async def _replay(self, ctx: _CoordinatorPartition[S], shard: S) -> tuple[int, int]:
         """Replay the whole log, including records above the high watermark (as Kafka's
         loader does); responses then wait for those too."""
-        log = partition.log
-        offset = log.log_start_offset
+        writer = self._writer
+        offset = writer.log_start_offset(ctx.tp)
         replayed = 0
-        while offset < log.log_end_offset and not ctx.closed:
-            data = log.read(offset, self._load_chunk_bytes).records
+        while offset < writer.log_end_offset(ctx.tp) and not ctx.closed:
+            data = writer.read(ctx.tp, offset, self._load_chunk_bytes)
             next_offset, count = replay_batches(shard, data, offset)
             if next_offset == offset:
                 break  # nothing readable at or after offset (compacted away)
@@ -607,7 +561,7 @@ class CoordinatorRuntime(Generic[S]):
             replayed += count
             # Other partitions and requests get the loop between chunks.
             await asyncio.sleep(0)
-        return max(offset, log.log_end_offset), replayed
+        return max(offset, writer.log_end_offset(ctx.tp)), replayed
 
     def _unload(self, ctx: _CoordinatorPartition[S], reason: str) -> None:
         if ctx.closed:

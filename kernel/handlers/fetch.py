@@ -57,6 +57,8 @@ class FetchPartitionState:
     diverging: tuple[int, int] | None = None
     # For the delayed fetch: bytes appended to the partition when the wait began.
     appended_at_wait: int = 0
+    # A READ_COMMITTED wait began at or past a last stable offset a plugin holds back.
+    held_at_wait: bool = False
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -190,6 +192,10 @@ class DelayedFetch(DelayedResponse):
             if replicas.get_partition(p.topic, p.partition) is not p or not p.is_leader:
                 return self.force_complete()
             if _readable_end(p, self.replica_id, self.read_committed) > s.fetch_offset:
+                if s.held_at_wait:
+                    # Released records were appended before the wait: Kafka counts
+                    # their bytes by log position; here the first one is enough.
+                    return self.force_complete()
                 accumulated += p.log.appended_bytes - s.appended_at_wait
         if accumulated >= self.min_bytes:
             return self.force_complete()
@@ -199,9 +205,13 @@ class DelayedFetch(DelayedResponse):
 async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
                      replica_id: int, max_wait_ms: int) -> Any:
     already = sum(len(s.records) for s in states)
+    read_committed = request.isolation_level == READ_COMMITTED
     for s in states:
-        if s.partition is not None:
-            s.appended_at_wait = s.partition.log.appended_bytes
+        p = s.partition
+        if p is not None:
+            s.appended_at_wait = p.log.appended_bytes
+            s.held_at_wait = read_committed and s.fetch_offset >= p.last_stable_offset \
+                and p.last_stable_offset < p.high_watermark
     op = DelayedFetch(ctx, request, states, replica_id, already, max_wait_ms)
     await op.wait_in(ctx.services.fetch_purgatory,
                      [s.partition.key for s in states if s.partition is not None])

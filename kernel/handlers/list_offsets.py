@@ -39,18 +39,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ts = item.timestamp
         if ctx.api_version < SINCE_VERSION.get(ts, 0):
             raise KafkaError(ErrorCode.unsupported_version)
+        # As Kafka's lastFetchableOffset: what this reader may fetch.
+        if not consumer:
+            limit = log.log_end_offset
+        else:
+            limit = partition.last_stable_offset if read_committed else partition.high_watermark
         if ts == LATEST:
-            if not consumer:
-                offset = log.log_end_offset
-            else:
-                offset = (partition.last_stable_offset if read_committed
-                          else partition.high_watermark)
-            return {"timestamp": -1, "offset": offset, "leader_epoch": partition.leader_epoch}
+            return {"timestamp": -1, "offset": limit, "leader_epoch": partition.leader_epoch}
         if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             # No tiered storage: Kafka answers offset -1 for these.
             return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
         found = log.fetch_offset_for_timestamp(EARLIEST if ts == EARLIEST_LOCAL else ts)
-        limit = partition.high_watermark if consumer else log.log_end_offset
         # As Kafka, a lookup by time answers nothing the reader may not fetch yet.
         if found is None or ((ts >= 0 or ts == MAX_TIMESTAMP) and found.offset >= limit):
             return {"timestamp": -1, "offset": -1, "leader_epoch": -1}

@@ -98,9 +98,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 partition = replicas.leader_partition(name, data.index, image)
                 if data.records is None:
                     raise KafkaError(ErrorCode.invalid_record, "null records")
-                info = partition.append_records_to_leader(
-                    data.records, acks, partition.log.config.min_insync_replicas, now_ms
-                )
+                info = replicas.append_records(partition, data.records, acks, now_ms)
             except KafkaError as e:
                 result.error = e.error_code
                 result.message = e.message
@@ -114,7 +112,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                          error=e.error_code.name, reason=e.message,
                                          client=ctx.session.peer)
                 continue
-            replicas.appended(partition, info.first_offset, info.last_offset)
             services.metrics.records_in(name, info.records_count, len(data.records))
             result.base_offset = info.first_offset
             result.log_append_time = info.log_append_time

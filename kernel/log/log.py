@@ -55,7 +55,6 @@ class LogCallbacks:
     """Injected by the owner (the log manager); all are called on the event loop."""
 
     on_segment_rolled: Callable[[Log, int], None] | None = None
-    on_appended: Callable[[Log, int, int], None] | None = None  # first, last offset
     on_flush_needed: Callable[[Log], None] | None = None  # flush.messages reached
     on_log_start_offset_changed: Callable[[Log], None] | None = None
     # Remove these ``.deleted`` files after the delay (ms); without it they go at once.
@@ -323,8 +322,6 @@ class Log:
         except OSError as e:
             raise storage_error(self.name, e) from e
         callbacks = self._callbacks
-        if callbacks.on_appended is not None:
-            callbacks.on_appended(self, first, last)
         if (
             callbacks.on_flush_needed is not None
             and local.log_end_offset - local.recovery_point >= config.flush_messages

@@ -50,7 +50,6 @@ _NEVER_MS = 10 * 365 * 24 * 3600 * 1000
 
 TopicPartition = tuple[str, int]
 SegmentRolledCallback = Callable[[str, int, int], None]
-AppendedCallback = Callable[[str, int, int, int], None]
 
 
 def _wall_ms() -> int:
@@ -130,7 +129,6 @@ class LogManager:
     :param high_watermark: the replica layer's high watermark of a log; retention never
         deletes at or above it (default: the log end offset).
     :param on_segment_rolled: ``(topic, partition, new base offset)`` observer.
-    :param on_log_appended: ``(topic, partition, first offset, last offset)`` observer.
     :param on_flush: seconds one background fsync took (the flush latency metric).
     """
 
@@ -142,7 +140,6 @@ class LogManager:
         topic_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         high_watermark: Callable[[Log], int | None] | None = None,
         on_segment_rolled: SegmentRolledCallback | None = None,
-        on_log_appended: AppendedCallback | None = None,
         on_flush: Callable[[float], None] | None = None,
         logger: Any = None,
         time_ms: Callable[[], int] = _wall_ms,
@@ -156,7 +153,6 @@ class LogManager:
         }
         self._high_watermark = high_watermark
         self._on_segment_rolled = on_segment_rolled
-        self._on_log_appended = on_log_appended
         self._on_flush = on_flush
         self._log = logger if logger is not None else structlog.get_logger("kafkernel.log")
         self._time_ms = time_ms
@@ -177,7 +173,6 @@ class LogManager:
         self._file_deletions: set[asyncio.TimerHandle] = set()
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
-            on_appended=self._appended if on_log_appended is not None else None,
             on_flush_needed=self._flush_needed,
             on_log_start_offset_changed=self._log_start_offset_changed,
             delete_files_later=self._delete_files_later,
@@ -411,10 +406,6 @@ class LogManager:
         self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, self._snapshot_log_start_offsets())
 
     # -- callbacks from the logs (event loop) -------------------------------------------
-
-    def _appended(self, log: Log, first_offset: int, last_offset: int) -> None:
-        if self._on_log_appended is not None:
-            self._on_log_appended(log.topic, log.partition, first_offset, last_offset)
 
     def _segment_rolled(self, log: Log, base_offset: int) -> None:
         if self._on_segment_rolled is not None:

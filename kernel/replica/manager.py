@@ -2,13 +2,17 @@
 
 It follows the cluster image: a partition whose replicas include this broker gets a
 log and a Partition (leader or follower as the image says); a deleted topic's logs are
-deleted; changed topic configs reach the logs. Appends, high-watermark moves and follower
-fetches wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
+deleted; changed topic configs reach the logs. Every append to a leader goes through
+:meth:`ReplicaManager.append_records` (Kafka's ``appendRecords``), whoever the writer:
+Produce and the coordinators alike. Appends, high-watermark moves and follower fetches
+wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
+After applying an image it publishes each local replica's change of role (leader,
+follower, deleted) to its leadership listeners.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -16,7 +20,11 @@ from kernel.cluster import ClusterImage, TopicImage
 from kernel.config import BrokerConfig
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
+from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
 from kernel.replica.partition import Partition
+
+if TYPE_CHECKING:
+    from kernel.log import LogAppendInfo
 
 TopicPartition = tuple[str, int]
 
@@ -51,15 +59,17 @@ class ReplicaManager:
         self._plugins = plugins
         self._log = logger
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._leadership_listeners: list[LeadershipListener] = []
 
     # -- following the cluster image -----------------------------------------
 
     def apply_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        changes: list[LeadershipChange] = []
         if old is not None:
             for name, topic in old.topics.items():
                 current = new.topics.get(name)
                 if current is None or current.topic_id != topic.topic_id:
-                    self._delete_topic(topic)
+                    self._delete_topic(topic, changes)
         for topic in new.topics.values():
             previous = old.topics.get(topic.name) if old is not None else None
             configs_changed = previous is None or previous.configs != topic.configs
@@ -74,10 +84,16 @@ class ReplicaManager:
                     partition = self._create_partition(topic, state.partition)
                 if previous is not None and partition.state == state and not configs_changed:
                     continue
+                was = _role(partition)
                 if state.leader == self.broker_id:
                     partition.make_leader(state)
                 else:
                     partition.make_follower(state)
+                if _role(partition) != was:
+                    changes.append(LeadershipChange(partition.topic, partition.partition,
+                                                    *_role(partition)))
+        for change in changes:
+            self._publish(change)
 
     def _create_partition(self, topic: TopicImage, index: int) -> Partition:
         log = self.logs.get_or_create_log(topic.name, index, topic.configs)
@@ -86,12 +102,13 @@ class ReplicaManager:
         self.partitions[(topic.name, index)] = partition
         return partition
 
-    def _delete_topic(self, topic: TopicImage) -> None:
+    def _delete_topic(self, topic: TopicImage, changes: list[LeadershipChange]) -> None:
         for index in topic.partitions:
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
                 self.logs.delete_log(topic.name, index)
                 self._wake_all(partition.key)  # waiting operations answer now
+                changes.append(LeadershipChange(topic.name, index, Role.DELETED, -1))
         self._log.info("deleted topic logs", topic=topic.name)
 
     def _wake_all(self, key: TopicPartition) -> None:
@@ -102,6 +119,29 @@ class ReplicaManager:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Broker-level defaults changed (dynamic broker configs): refresh every log."""
         self.logs.update_broker_config(config)
+
+    # -- leadership events -------------------------------------------------
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """Call ``listener`` with the role of every hosted partition now, then with each
+        change once the image that made it is applied (Kafka's coordinators hear
+        ``onElection`` / ``onResignation`` the same way)."""
+        self._leadership_listeners.append(listener)
+        for partition in list(self.partitions.values()):
+            if partition.state is not None:
+                listener(LeadershipChange(partition.topic, partition.partition,
+                                          *_role(partition)))
+
+    def remove_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.remove(listener)
+
+    def _publish(self, change: LeadershipChange) -> None:
+        for listener in list(self._leadership_listeners):
+            try:
+                listener(change)
+            except Exception:  # one failing subscriber must not hide the change from others
+                self._log.exception("leadership listener failed", topic=change.topic,
+                                    partition=change.partition, role=change.role.value)
 
     # -- lookups ------------------------------------------------------------
 
@@ -134,10 +174,48 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         self._plugins.high_watermark_changed(partition.topic, partition.partition, high_watermark)
 
-    def appended(self, partition: Partition, first_offset: int, last_offset: int) -> None:
-        if partition.high_watermark <= last_offset:
-            # The high watermark waits for followers: only their fetches can complete
-            # now (as Kafka checks the Fetch purgatory after every append).
+    # -- appends ----------------------------------------------------------
+
+    def append_records(self, partition: Partition, records: bytes | memoryview,
+                       required_acks: int, now_ms: int) -> LogAppendInfo:
+        """Append a batch (or several) to a leader replica, all of Kafka's
+        ``appendRecords`` for one partition: the leader and min.insync.replicas checks
+        (acks=-1), batch validation and offset assignment (the log), producer state,
+        then the replica bookkeeping: the high watermark and the purgatories it wakes.
+        Raises :class:`KafkaError` and appends nothing when a check fails. One call per
+        partition, no await: Produce's hot path."""
+        info = partition.append_records_to_leader(
+            records, required_acks, partition.log.config.min_insync_replicas, now_ms
+        )
+        # Producer state, before the high watermark can pass the records (Kafka's log
+        # updates it inside the append): a plugin that tracks transactions sees the
+        # append here and holds back the last stable offset (update_first_unstable_offset)
+        # before any READ_COMMITTED fetch can read them.
+        self._plugins.log_appended(partition.topic, partition.partition, info.first_offset,
+                                   info.last_offset)
+        # With an ISR of one the high watermark moves now and wakes Produce and Fetch.
+        # Else it waits for followers: only their fetches can complete now (as Kafka
+        # checks the Fetch purgatory after every append).
+        if not partition.maybe_increment_high_watermark():
             self.fetch_purgatory.check_and_complete(partition.key)
-        self._plugins.log_appended(partition.topic, partition.partition, first_offset,
-                                   last_offset)
+        return info
+
+    def update_first_unstable_offset(self, topic: str, partition: int,
+                                     offset: int | None) -> None:
+        """Hold the partition's last stable offset at ``offset`` (where its oldest open
+        transaction starts), or release it (None). Kafka's producer state owns this
+        value; here the plugin that tracks transactions does, and only it calls this.
+        READ_COMMITTED fetches and ListOffsets read below it; raising it wakes the
+        fetches waiting for what it held back."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"this server does not host {topic}-{partition}")
+        before = p.last_stable_offset
+        p.first_unstable_offset = offset
+        if p.last_stable_offset > before:
+            self.fetch_purgatory.check_and_complete(p.key)
+
+
+def _role(partition: Partition) -> tuple[Role, int]:
+    return (Role.LEADER if partition.is_leader else Role.FOLLOWER), partition.leader_epoch

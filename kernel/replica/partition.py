@@ -3,7 +3,9 @@
 The leader appends client batches and moves the high watermark to the smallest log end
 offset among the in-sync replicas (itself included), so with an ISR of one the high
 watermark follows every append. Followers (the replication issue) append fetched
-batches and take the leader's high watermark. Consumers read below the high watermark.
+batches and take the leader's high watermark. Consumers read below the high watermark,
+READ_COMMITTED ones below the last stable offset, which a plugin that tracks
+transactions holds back (the first unstable offset).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class Partition:
         self._on_high_watermark = on_high_watermark
         self.state: PartitionState | None = None
         self.high_watermark = 0
+        # Kafka's first unstable offset: where the oldest open transaction starts, set
+        # by the plugin that tracks transactions (the replica manager's
+        # update_first_unstable_offset); None while no transaction is open.
+        self.first_unstable_offset: int | None = None
         self.remote_replicas: dict[int, ReplicaProgress] = {}
 
     @property
@@ -60,9 +66,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Offset below which no transaction is open; the transaction plugin lowers it
-        below the high watermark while transactions are in flight."""
-        return self.high_watermark
+        """Offset below which no transaction is open: the high watermark, or the first
+        unstable offset when that is lower (Kafka's lastStableOffset)."""
+        unstable = self.first_unstable_offset
+        if unstable is None or unstable >= self.high_watermark:
+            return self.high_watermark
+        return unstable
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -87,8 +96,11 @@ class Partition:
 
     # -- leader path --------------------------------------------------------
 
-    def append_records_to_leader(self, records: bytes, required_acks: int, min_insync: int,
-                                 now_ms: int) -> Any:
+    def append_records_to_leader(self, records: bytes | memoryview, required_acks: int,
+                                 min_insync: int, now_ms: int) -> Any:
+        """Check leadership and min.insync.replicas, then append to the log. The high
+        watermark is left to the caller (the replica manager's append path), which
+        first gives producer state its turn."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"broker {self.local_broker_id} is not the leader of {self}")
@@ -98,9 +110,7 @@ class Partition:
                 f"the size of the current ISR {self.isr} is less than min.insync.replicas "
                 f"({min_insync}) for {self}",
             )
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        self.maybe_increment_high_watermark()
-        return info
+        return self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
 
     def check_follower(self, replica_id: int, current_leader_epoch: int) -> None:
         """A follower fetch must come from one of the partition's replicas. As Kafka:

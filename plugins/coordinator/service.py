@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import NewTopic
-from kernel.coordination import CoordinatorError, CoordinatorRuntime
+from kernel.coordination import CoordinatorError, CoordinatorPartitionWriter, CoordinatorRuntime
 from kernel.protocol.errors import KafkaError
 from plugins.coordinator.context import RequestContext
 from plugins.coordinator.metrics import GroupMetrics
@@ -43,7 +43,8 @@ class GroupCoordinatorService:
         self.config = settings
         self.log: Any = broker.log.bind(component="group-coordinator")
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
-            broker, OFFSETS_TOPIC, lambda _partition: GroupCoordinatorShard(self.config),
+            CoordinatorPartitionWriter(broker.replicas), broker.timer, OFFSETS_TOPIC,
+            lambda _partition: GroupCoordinatorShard(self.config), logger=broker.log,
             commit_timeout_ms=settings.offsets_commit_timeout_ms,
         )
         self.metrics = GroupMetrics(self.runtime, broker)

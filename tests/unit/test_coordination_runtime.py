@@ -1,25 +1,30 @@
-"""The coordinator runtime with a toy key-value shard (nothing of the group coordinator),
-on a real broker: records reach the log and come back by replay after a restart,
-responses wait for the high watermark, parked requests complete from later writes,
-timers fire as operations, a failed append rebuilds the shard from the log, and
-deleting the topic unloads it."""
+"""The coordinator runtime with a toy key-value shard (nothing of the group coordinator)
+over an in-memory partition writer, no broker: records reach the log and come back by
+replay on the next load, responses wait for the high watermark, the commit timeout,
+parked requests complete from later writes, timers fire as operations, a failed append
+rebuilds the shard from the log, and leadership events load and unload shards, also
+while a write waits. The kernel's writer over the replica manager is tested in
+test_replica_manager.py; the group coordinator runs the runtime on real brokers."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import structlog
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import BrokerRegistration, NewTopic
 from kernel.coordination import CoordinatorError, CoordinatorRuntime, TransactionResult
-from kernel.testing.embedded import EmbeddedBroker
+from kernel.protocol.errors import KafkaError
+from kernel.protocol.records import iter_batches, iter_records
+from kernel.purgatory import Timer
+from kernel.testing.partition_writer import InMemoryPartitionWriter
 
 TOPIC = "__toy_state"
+TP = (TOPIC, 0)
 
 
 @dataclass(frozen=True)
@@ -100,198 +105,265 @@ class KeyValueShard:
         return Result(response="disarmed", timers=(Cancel(key),))
 
 
-class Toy:
-    """A runtime over TOPIC on an embedded broker, driven from the test thread."""
-
-    def __init__(self, broker: EmbeddedBroker, *, commit_timeout_ms: int = 5000,
-                 replicas: tuple[int, ...] = (1,), configs: dict[str, str] | None = None) -> None:
-        self.broker = broker
-        self.commit_timeout_ms = commit_timeout_ms
-        self.runtime = self.on_loop(lambda: self._start(replicas, configs or {}))
-
-    async def _start_async(self, replicas: tuple[int, ...],
-                           configs: dict[str, str]) -> CoordinatorRuntime[KeyValueShard]:
-        kernel = self.broker.broker
-        assert kernel is not None
-        if kernel.metadata.image.topic(TOPIC) is None:
-            await kernel.metadata.create_topics([NewTopic(
-                TOPIC, 1, len(replicas), configs={"cleanup.policy": "compact", **configs},
-                assignments={0: replicas}, internal=True,
-            )])
-        runtime = CoordinatorRuntime(kernel, TOPIC, KeyValueShard,
-                                     commit_timeout_ms=self.commit_timeout_ms)
-        runtime.start()
-        return runtime
-
-    def _start(self, replicas: tuple[int, ...], configs: dict[str, str]) -> Any:
-        return self._start_async(replicas, configs)
-
-    def on_loop(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` on the broker's loop; await what it returns if awaitable."""
-
-        async def run() -> Any:
-            value = fn()
-            if asyncio.isfuture(value) or asyncio.iscoroutine(value):
-                return await value
-            return value
-
-        return self.broker.call(run())
-
-    def submit(self, op: Callable[[KeyValueShard, Hashable], Result]) -> asyncio.Future[Any]:
-        """Start a write; returns its future without waiting."""
-
-        async def run() -> asyncio.Future[Any]:
-            return self.runtime.write(0, op)
-
-        return self.broker.call(run())
-
-    def result(self, future: asyncio.Future[Any], timeout: float = 5.0) -> Any:
-        async def run() -> Any:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-
-        return self.broker.call(run(), timeout + 5)
-
-    def write(self, op: Callable[[KeyValueShard, Hashable], Result]) -> Any:
-        return self.result(self.submit(op))
-
-    def wait_active(self) -> KeyValueShard:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            shards = self.on_loop(self.runtime.loaded_shards)
-            if 0 in shards:
-                return shards[0]
-            time.sleep(0.01)
-        raise AssertionError("the shard did not load")
-
-    def stop(self) -> None:
-        if self.broker.broker is not None and self.broker._loop is not None:
-            self.on_loop(self.runtime.stop)
+Runtime = CoordinatorRuntime[KeyValueShard]
 
 
-@pytest.fixture
-def toy(broker: EmbeddedBroker) -> Iterator[Toy]:
-    t = Toy(broker)
-    t.wait_active()
-    yield t
-    t.stop()
+def run(scenario: Callable[[InMemoryPartitionWriter, Timer], Coroutine[Any, Any, None]],
+        *, auto_commit: bool = True) -> None:
+    writer = InMemoryPartitionWriter(auto_commit=auto_commit)
+    timer = Timer()
 
-
-def log_end_offset(broker: EmbeddedBroker) -> int:
-    assert broker.broker is not None
-    partition = broker.broker.replicas.get_partition(TOPIC, 0)
-    assert partition is not None
-    return int(partition.log.log_end_offset)
-
-
-def test_writes_reach_the_log_and_come_back_after_a_restart(
-    broker: EmbeddedBroker, toy: Toy
-) -> None:
-    assert toy.write(lambda s, _: s.put(b"a", b"1")) == "ok"
-    assert toy.write(lambda s, _: s.put(b"b", b"2")) == "ok"
-    assert toy.write(lambda s, _: s.put(b"a", None)) == "ok"
-    assert log_end_offset(broker) == 3
-    toy.stop()
-    broker.restart()
-    again = Toy(broker)
-    shard = again.wait_active()
-    assert shard.values == {b"b": b"2"}
-    # Each record comes back with its offset; the runtime writes without a producer id.
-    assert shard.replayed == [(0, -1, -1, b"a"), (1, -1, -1, b"b"), (2, -1, -1, b"a")]
-    assert again.write(lambda s, r: s.wait(b"b", r)) == b"2"
-    again.stop()
-
-
-def test_requests_before_the_load_ends_and_without_leadership(broker: EmbeddedBroker) -> None:
-    toy = Toy(broker)
-
-    async def racing_the_load() -> ErrorCode:
-        runtime: CoordinatorRuntime[KeyValueShard] = CoordinatorRuntime(
-            broker.broker, TOPIC, KeyValueShard)  # type: ignore[arg-type]
-        runtime.start()
+    async def main() -> None:
         try:
-            runtime.write(0, lambda s, _: s.put(b"x", b"1"))
-        except CoordinatorError as e:
-            return e.error_code
+            await asyncio.wait_for(scenario(writer, timer), 10)
         finally:
-            await runtime.stop()
-        raise AssertionError("a write before the load must fail")
+            timer.shutdown()
 
-    assert broker.call(racing_the_load()) == ErrorCode.coordinator_load_in_progress
-    toy.wait_active()
+    asyncio.run(main())
+
+
+def runtime(writer: InMemoryPartitionWriter, timer: Timer, **kwargs: Any) -> Runtime:
+    r: Runtime = CoordinatorRuntime(writer, timer, TOPIC, KeyValueShard,
+                                    logger=structlog.get_logger(), **kwargs)
+    r.start()
+    return r
+
+
+async def active(r: Runtime, partition: int = 0) -> KeyValueShard:
+    for _ in range(1000):
+        shard = r.loaded_shards().get(partition)
+        if shard is not None:
+            return shard
+        await asyncio.sleep(0)
+    raise AssertionError(f"partition {partition} did not load: {r.partition_states()}")
+
+
+async def settle() -> None:
+    """Let scheduled callbacks (timer expiries, load tasks) run."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def logged_records(writer: InMemoryPartitionWriter) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for _, batch in iter_batches(writer.records(TP))
+            for r in iter_records(batch)]
+
+
+async def error_of(awaitable: Awaitable[Any]) -> ErrorCode:
     with pytest.raises(CoordinatorError) as info:
-        toy.on_loop(lambda: toy.runtime.write(7, lambda s, _: s.put(b"x", b"1")))
-    assert info.value.error_code == ErrorCode.not_coordinator
-    toy.stop()
+        await awaitable
+    return info.value.error_code
 
 
-def test_a_parked_request_completes_from_a_later_write(toy: Toy) -> None:
-    parked = toy.submit(lambda s, r: s.wait(b"k", r))
-    time.sleep(0.05)
-    assert not parked.done()
-    assert toy.write(lambda s, _: s.put(b"k", b"v")) == "ok"
-    assert toy.result(parked) == b"v"
+def test_writes_reach_the_log_and_come_back_on_the_next_load() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        assert await r.write(0, lambda s, _: s.put(b"a", b"1")) == "ok"
+        assert await r.write(0, lambda s, _: s.put(b"b", b"2")) == "ok"
+        assert await r.write(0, lambda s, _: s.put(b"a", None)) == "ok"
+        assert logged_records(writer) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"a", None)]
+        await r.stop()
+        assert writer.listeners == 0
+
+        again = runtime(writer, timer, load_chunk_bytes=1)  # one batch per read
+        shard = await active(again)
+        assert shard.values == {b"b": b"2"}
+        # Each record comes back with its offset; the runtime writes without a producer id.
+        assert shard.replayed == [(0, -1, -1, b"a"), (1, -1, -1, b"b"), (2, -1, -1, b"a")]
+        assert await again.write(0, lambda s, r: s.wait(b"b", r)) == b"2"
+        # The next write continues the log.
+        await again.write(0, lambda s, _: s.put(b"c", b"3"))
+        assert logged_records(writer)[-1] == (3, b"c", b"3")
+        await again.stop()
+
+    run(scenario)
 
 
-def test_timers_fire_as_operations_and_cancel(toy: Toy) -> None:
-    woken = toy.submit(lambda s, r: s.wait(b"t1", r))
-    assert toy.write(lambda s, _: s.arm(b"t1", 30)) == "armed"
-    assert toy.write(lambda s, _: s.arm(b"t2", 30)) == "armed"
-    assert toy.write(lambda s, _: s.disarm(b"t2")) == "disarmed"
-    # Re-arming replaces: t3 fires once, after the second delay.
-    toy.write(lambda s, _: s.arm(b"t3", 10_000))
-    toy.write(lambda s, _: s.arm(b"t3", 0))
-    assert toy.result(woken) == b"fired"
-    time.sleep(0.1)
-    assert toy.wait_active().values == {b"t1": b"fired", b"t3": b"fired"}
+def test_requests_before_the_load_ends_and_without_leadership() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        # The load runs as a task: nothing is served before it ends.
+        with pytest.raises(CoordinatorError) as info:
+            r.write(0, lambda s, _: s.put(b"x", b"1"))
+        assert info.value.error_code == ErrorCode.coordinator_load_in_progress
+        assert r.partition_states() == {0: "loading"}
+        await active(r)
+        with pytest.raises(CoordinatorError) as info:
+            r.write(7, lambda s, _: s.put(b"x", b"1"))
+        assert info.value.error_code == ErrorCode.not_coordinator
+        # A follower's partition is never loaded.
+        writer.become_follower((TOPIC, 1), 0)
+        await settle()
+        assert r.partition_states() == {0: "active"}
+        await r.stop()
+
+    run(scenario)
 
 
-def test_responses_wait_for_the_high_watermark(broker: EmbeddedBroker) -> None:
-    assert broker.broker is not None
-    backend: Any = broker.broker.metadata
-    # A follower that never fetches: the high watermark stays until we move it.
-    broker.call(backend.register_broker(BrokerRegistration(2, "127.0.0.1", 1)))
-    toy = Toy(broker, replicas=(1, 2), commit_timeout_ms=300)
-    toy.wait_active()
-    partition = broker.broker.replicas.get_partition(TOPIC, 0)
-    assert partition is not None and partition.isr == (1, 2)
+def test_responses_wait_for_the_high_watermark_and_reads_for_earlier_writes() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        first = r.write(0, lambda s, _: s.put(b"a", b"1"))
+        second = r.write(0, lambda s, _: s.put(b"b", b"2"))
+        read = r.read(0, lambda s: dict(s.values))
+        await settle()
+        assert not first.done() and not second.done() and not read.done()
+        writer.commit(TP, 1)  # the first record only
+        await settle()
+        assert first.done() and await first == "ok"
+        assert not second.done() and not read.done()
+        writer.commit(TP)
+        assert await second == "ok"
+        assert await read == {b"a": b"1", b"b": b"2"}
+        await r.stop()
 
-    pending = toy.submit(lambda s, _: s.put(b"a", b"1"))
-    # Reads wait for what was written before them, too.
-    (read,) = toy.on_loop(lambda: (toy.runtime.read(0, lambda s: dict(s.values)),))
-    time.sleep(0.1)
-    assert not pending.done() and not read.done()
-    toy.on_loop(lambda: partition.update_follower_fetch_state(
-        2, partition.log.log_end_offset, partition.log.log_start_offset))
-    assert toy.result(pending) == "ok"
-    assert toy.result(read) == {b"a": b"1"}
-
-    never = toy.submit(lambda s, _: s.put(b"b", b"2"))
-    with pytest.raises(CoordinatorError) as info:
-        toy.result(never)
-    assert info.value.error_code == ErrorCode.request_timed_out
-    toy.stop()
+    run(scenario, auto_commit=False)
 
 
-def test_a_failed_append_rebuilds_the_shard_from_the_log(broker: EmbeddedBroker) -> None:
-    toy = Toy(broker, configs={"max.message.bytes": "2000"})
-    toy.wait_active()
-    assert toy.write(lambda s, _: s.put(b"kept", b"1")) == "ok"
-    parked = toy.submit(lambda s, r: s.wait(b"never", r))
-    with pytest.raises(CoordinatorError) as info:
-        toy.write(lambda s, _: s.put(b"huge", b"x" * 5000))
-    assert info.value.error_code == ErrorCode.message_too_large
-    # Parked requests were answered by the unloaded shard; the new one has only the log.
-    assert toy.result(parked) == "unloaded"
-    assert toy.wait_active().values == {b"kept": b"1"}
-    assert toy.write(lambda s, _: s.put(b"after", b"2")) == "ok"
-    toy.stop()
+def test_records_above_the_high_watermark_are_replayed_and_waited_for() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
+        await r.stop()
+        assert await error_of(pending) == ErrorCode.not_coordinator
+
+        # As Kafka's loader: the new shard has the uncommitted record, so what it
+        # answers waits until that record is committed.
+        again = runtime(writer, timer)
+        assert (await active(again)).values == {b"a": b"1"}
+        read = again.read(0, lambda s: s.values[b"a"])
+        await settle()
+        assert not read.done()
+        writer.commit(TP)
+        assert await read == b"1"
+        await again.stop()
+
+    run(scenario, auto_commit=False)
 
 
-def test_deleting_the_topic_unloads_the_shard(broker: EmbeddedBroker, toy: Toy) -> None:
-    parked = toy.submit(lambda s, r: s.wait(b"k", r))
-    assert broker.broker is not None
-    broker.call(broker.broker.metadata.delete_topics([TOPIC]))
-    assert toy.result(parked) == "unloaded"
-    with pytest.raises(CoordinatorError) as info:
-        toy.on_loop(lambda: toy.runtime.write(0, lambda s, _: s.put(b"x", b"1")))
-    assert info.value.error_code == ErrorCode.not_coordinator
+def test_a_write_not_committed_in_time_fails_with_request_timed_out() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer, commit_timeout_ms=50)
+        await active(r)
+        assert await error_of(r.write(0, lambda s, _: s.put(b"a", b"1"))) \
+            == ErrorCode.request_timed_out
+        # The shard stays loaded; the next commit answers later writes.
+        later = r.write(0, lambda s, _: s.put(b"b", b"2"))
+        writer.commit(TP)
+        assert await later == "ok"
+        await r.stop()
+
+    run(scenario, auto_commit=False)
+
+
+def test_a_parked_request_completes_from_a_later_write() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        parked = r.write(0, lambda s, h: s.wait(b"k", h))
+        await settle()
+        assert not parked.done()
+        assert await r.write(0, lambda s, _: s.put(b"k", b"v")) == "ok"
+        assert await parked == b"v"
+        await r.stop()
+
+    run(scenario)
+
+
+def test_timers_fire_as_operations_and_cancel() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        shard = await active(r)
+        woken = r.write(0, lambda s, h: s.wait(b"t1", h))
+        assert await r.write(0, lambda s, _: s.arm(b"t1", 30)) == "armed"
+        assert await r.write(0, lambda s, _: s.arm(b"t2", 30)) == "armed"
+        assert await r.write(0, lambda s, _: s.disarm(b"t2")) == "disarmed"
+        # Re-arming replaces: t3 fires once, after the second delay.
+        await r.write(0, lambda s, _: s.arm(b"t3", 10_000))
+        await r.write(0, lambda s, _: s.arm(b"t3", 0))
+        assert await woken == b"fired"
+        await asyncio.sleep(0.1)
+        assert shard.values == {b"t1": b"fired", b"t3": b"fired"}
+        # An armed timer of an unloaded shard never fires.
+        await r.write(0, lambda s, _: s.arm(b"t4", 20))
+        await r.stop()
+        await asyncio.sleep(0.06)
+        assert b"t4" not in shard.values
+
+    run(scenario)
+
+
+def test_a_failed_append_rebuilds_the_shard_from_the_log() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        assert await r.write(0, lambda s, _: s.put(b"kept", b"1")) == "ok"
+        parked = r.write(0, lambda s, h: s.wait(b"never", h))
+        writer.refuse_next_append(KafkaError(ErrorCode.message_too_large, "too large"))
+        assert await error_of(r.write(0, lambda s, _: s.put(b"huge", b"x"))) \
+            == ErrorCode.message_too_large
+        # Parked requests were answered by the unloaded shard; the new one has only the log.
+        assert await parked == "unloaded"
+        assert (await active(r)).values == {b"kept": b"1"}
+        assert await r.write(0, lambda s, _: s.put(b"after", b"2")) == "ok"
+        await r.stop()
+
+    run(scenario)
+
+
+def test_leadership_moving_mid_write_answers_not_coordinator() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        parked = r.write(0, lambda s, h: s.wait(b"k", h))
+        pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
+        writer.become_follower(TP, 1)
+        assert await parked == "unloaded"
+        assert await error_of(pending) == ErrorCode.not_coordinator
+        assert r.partition_states() == {}
+        with pytest.raises(CoordinatorError) as info:
+            r.write(0, lambda s, _: s.put(b"x", b"1"))
+        assert info.value.error_code == ErrorCode.not_coordinator
+
+        # Leader again in a later epoch: loaded afresh, with the uncommitted record.
+        writer.become_leader(TP, 2)
+        assert (await active(r)).values == {b"a": b"1"}
+        # A new epoch while leading reloads too; the same epoch again does not.
+        shard = await active(r)
+        writer.become_leader(TP, 2)
+        assert await active(r) is shard
+        writer.become_leader(TP, 3)
+        assert await active(r) is not shard
+        await r.stop()
+
+    run(scenario, auto_commit=False)
+
+
+def test_deleting_the_partition_unloads_the_shard() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        writer.become_leader(TP, 0)
+        r = runtime(writer, timer)
+        await active(r)
+        parked = r.write(0, lambda s, h: s.wait(b"k", h))
+        pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
+        writer.delete(TP)
+        assert await parked == "unloaded"
+        assert await error_of(pending) == ErrorCode.not_coordinator
+        with pytest.raises(CoordinatorError) as info:
+            r.write(0, lambda s, _: s.put(b"x", b"1"))
+        assert info.value.error_code == ErrorCode.not_coordinator
+        await r.stop()
+
+    run(scenario, auto_commit=False)

@@ -1,0 +1,149 @@
+"""What the coordination runtime needs of the partitions it writes, and the kernel's
+implementation over the replica manager.
+
+:class:`PartitionWriter` is Kafka's ``PartitionWriter`` (append, the high watermark,
+waiting until an offset is committed) together with what its ``CoordinatorLoader``
+reads to load a shard, and the leadership events that tell the runtime which
+partitions to load and unload. The runtime sees nothing else of the broker, so its
+unit tests run it over an in-memory writer (``kernel.testing.partition_writer``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from kernel.protocol.errors import KafkaError
+from kernel.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from kernel.replica.leadership import LeadershipListener
+    from kernel.replica.manager import ReplicaManager
+    from kernel.replica.partition import Partition
+
+__all__ = ["CommitWait", "CoordinatorPartitionWriter", "PartitionWriter", "TopicPartition"]
+
+TopicPartition = tuple[str, int]
+
+
+class CommitWait(Protocol):
+    """A wait started by :meth:`PartitionWriter.wait_until_committed`."""
+
+    @property
+    def is_completed(self) -> bool: ...
+
+    def force_complete(self) -> bool:
+        """End the wait now (its callback runs with whether the offset is committed);
+        False when it had already ended."""
+
+
+class PartitionWriter(Protocol):
+    def append(self, tp: TopicPartition, records: bytes) -> int:
+        """Append ``records`` (batches whose offsets the log assigns) to the local
+        leader replica with acks=all's checks (min.insync.replicas must hold); returns
+        the offset after the last record. Raises :class:`KafkaError` and appends
+        nothing when the replica is not leader or the append is refused."""
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        """The local replica's high watermark; KafkaError when it is not hosted here."""
+
+    def wait_until_committed(self, tp: TopicPartition, offset: int, timeout_ms: int,
+                             on_done: Callable[[bool], None]) -> CommitWait:
+        """Call ``on_done(True)`` once the high watermark reaches ``offset`` (perhaps
+        before returning), ``on_done(False)`` after ``timeout_ms`` without. Waits on
+        one partition end in the order they started when one high-watermark move ends
+        several."""
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """Hear the current role of every local replica now, then each change."""
+
+    def remove_leadership_listener(self, listener: LeadershipListener) -> None: ...
+
+    # -- loading (Kafka's CoordinatorLoader reads the log through these) ----------------
+
+    def log_start_offset(self, tp: TopicPartition) -> int: ...
+
+    def log_end_offset(self, tp: TopicPartition) -> int: ...
+
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from ``offset`` on (at least one, even when larger than
+        ``max_bytes``), up to the log end: a load replays above the high watermark."""
+
+
+# --------------------------------------------------------------- kernel implementation
+
+
+class _DelayedCommit(DelayedOperation):
+    """Waits in the Produce purgatory, watched on the partition, as Kafka's coordinators
+    waited through ``appendRecords(acks=-1)``: the replica manager's high-watermark
+    wake-ups complete it, in the order the waits were watched."""
+
+    __slots__ = ("offset", "on_done", "partition")
+
+    def __init__(self, partition: Partition, offset: int, timeout_ms: int,
+                 on_done: Callable[[bool], None]) -> None:
+        super().__init__(timeout_ms)
+        self.partition = partition
+        self.offset = offset
+        self.on_done = on_done
+
+    def try_complete(self) -> bool:
+        if self.partition.high_watermark >= self.offset:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.on_done(self.partition.high_watermark >= self.offset)
+
+    def on_expiration(self) -> None:
+        pass
+
+
+class CoordinatorPartitionWriter:
+    """:class:`PartitionWriter` over the broker's replica manager (Kafka's
+    ``CoordinatorPartitionWriter``): appends take the replica manager's one append
+    path, so they wake fetches and reach the ``log_appended`` hook like a Produce."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def _partition(self, tp: TopicPartition) -> Partition:
+        partition = self._replicas.get_partition(*tp)
+        if partition is None:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"{tp[0]}-{tp[1]} is not hosted here")
+        return partition
+
+    def append(self, tp: TopicPartition, records: bytes) -> int:
+        partition = self._partition(tp)
+        info = self._replicas.append_records(partition, records, -1,
+                                              time.time_ns() // 1_000_000)
+        return int(info.last_offset) + 1
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        return self._partition(tp).high_watermark
+
+    def wait_until_committed(self, tp: TopicPartition, offset: int, timeout_ms: int,
+                             on_done: Callable[[bool], None]) -> CommitWait:
+        partition = self._partition(tp)
+        wait = _DelayedCommit(partition, offset, timeout_ms, on_done)
+        self._replicas.produce_purgatory.try_complete_else_watch(wait, [partition.key])
+        return wait
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._replicas.add_leadership_listener(listener)
+
+    def remove_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._replicas.remove_leadership_listener(listener)
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        return int(self._partition(tp).log.log_start_offset)
+
+    def log_end_offset(self, tp: TopicPartition) -> int:
+        return int(self._partition(tp).log.log_end_offset)
+
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes | memoryview:
+        return self._partition(tp).log.read(offset, max_bytes).records
