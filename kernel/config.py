@@ -429,7 +429,7 @@ class BrokerConfig:
         dynamic=True,
     )
     fetch_max_bytes: int = setting(
-        "fetch.max.bytes", 4194304, "Most record bytes in one consumer fetch response, "
+        "fetch.max.bytes", 8388608, "Most record bytes in one consumer fetch response, "
         "besides the request's max_bytes (Kafka's default: 55 MB; see ARCHITECTURE.md).",
         check=int_at_least(1024), dynamic=True,
     )
