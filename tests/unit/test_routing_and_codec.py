@@ -62,3 +62,15 @@ def test_api_versions_response_uses_header_v0_others_v1() -> None:
     meta = encode_response(3, 12, 6, default_entity(MetadataResponse))
     assert meta[8] == 0  # the empty tagged-field section of response header v1
     assert decode_response(meta[4:], 3, 12)[0] == 6
+
+
+def test_make_drops_fields_of_other_versions_and_refuses_unknown_names() -> None:
+    from kio.schema.metadata.v1.response import MetadataResponseTopic
+
+    from kernel.protocol.build import make
+    values = {"name": "t", "error_code": 0, "partitions": (), "is_internal": False}
+    # topic_id arrives in v10: one description serves v1 too.
+    topic = make(MetadataResponseTopic, **values, topic_id=None)
+    assert topic.name == "t" and not hasattr(topic, "topic_id")
+    with pytest.raises(TypeError, match=r"MetadataResponseTopic: no version declares topic_idd"):
+        make(MetadataResponseTopic, **values, topic_idd=None)
