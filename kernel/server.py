@@ -1,13 +1,14 @@
 """The Broker: wires the kernel's components and plugins, in a fixed start/stop order.
 
 Start: plugins loaded and their tables validated -> routes registered (ApiVersions is
-generated from them) -> what the machine can refuse, before anything starts or logs:
-log dirs locked and checked for writes, listeners bound (not yet serving, so port 0
-resolves to the real port before registration), the metrics endpoint bound -> metadata
-backend started (replay, registration) -> plugins' startup -> listeners serve. Stop is
-the reverse: stop accepting, plugins' shutdown (they answer what they parked), let
-in-flight requests finish, logs closed cleanly, metadata backend stop. A start that
-fails stops what it started without a word, so its one-line error is the last.
+generated from them) and SASL mechanisms per listener -> what the machine can refuse,
+before anything starts or logs: log dirs locked and checked for writes, listeners bound
+(not yet serving, so port 0 resolves to the real port before registration), the metrics
+endpoint bound -> metadata backend started (replay, registration) -> plugins' startup ->
+listeners serve. Stop is the reverse: stop accepting, plugins' shutdown (they answer
+what they parked), let in-flight requests finish, logs closed cleanly, metadata backend
+stop. A start that fails stops what it started without a word, so its one-line error is
+the last.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_ove
 from kernel.plugins import PluginFacade
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
-from kernel.routing import ApiRegistry, RoutingError
+from kernel.routing import Routes, RoutingError
+from kernel.sasl import SaslError, SaslMechanisms
 
 SHUTDOWN_GRACE_S = 5.0
 RECENT_ERRORS = 20
@@ -59,7 +61,7 @@ class Broker:
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
         self._plugin_settings = self._validate_plugin_tables()
-        self.routes = ApiRegistry()
+        self.routes = Routes()
         try:
             self.plugins.register_apis(self.routes)
         except RoutingError as e:
@@ -86,9 +88,25 @@ class Broker:
                      idle_timeout_ms=cfg.connections_max_idle_ms,
                      quotas=self.connection_quotas, pool=self.memory_pool,
                      on_count=self.metrics.connections.labels(e.listener_name).set,
-                     on_rejected=self.metrics.connection_rejected(e.listener_name))
+                     on_rejected=self.metrics.connection_rejected(e.listener_name),
+                     on_session_opened=self.plugins.connection_opened,
+                     on_session_closed=self.plugins.connection_closed)
             for e in self.endpoints
         ]
+        # What SaslHandshake offers per listener; a SASL listener needs at least one.
+        self.sasl_mechanisms = SaslMechanisms(
+            e.listener_name for e in self.endpoints if e.security_protocol.startswith("SASL_")
+        )
+        try:
+            self.plugins.register_sasl_mechanisms(self.sasl_mechanisms)
+        except SaslError as e:
+            raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
+        unserved = self.sasl_mechanisms.without_mechanisms()
+        if unserved:
+            raise ConfigError(
+                f"{loaded.source}: listeners: {', '.join(unserved)}: a SASL listener needs "
+                "a SASL mechanism, and no enabled plugin offers one on it"
+            )
         self._metadata: MetadataBackend | None = None
         self._static_config = cfg
         self.metrics.watch_state(self._state_sample)

@@ -40,7 +40,7 @@ def entity_field_names(cls: type) -> frozenset[str]:
         kind = kind.partition(".")[2]  # drop the "v<N>" of the class's own version
         package = importlib.import_module(_KIO_SCHEMA + api)
         for info in pkgutil.iter_modules(package.__path__):
-            if not info.ispkg or not info.name[:1] == "v":
+            if not info.ispkg or not info.name.startswith("v"):
                 continue
             try:
                 other = importlib.import_module(f"{_KIO_SCHEMA}{api}.{info.name}.{kind}")

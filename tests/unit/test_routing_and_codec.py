@@ -7,15 +7,16 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from kernel.protocol.codec import InvalidRequest, decode_request, default_entity, encode_response
-from kernel.routing import ApiRegistry, RoutingError
+from kernel.routing import Routes, RoutingError
 from tests.integration.wire import decode_response, encode_request
 
 
 def test_registry_rejects_duplicates_and_unknown_versions() -> None:
-    reg = ApiRegistry()
-    reg.owned_by("a").register(3, lambda c, r: None, min_version=0, max_version=13)
+    routes = Routes()
+    routes.registry_for("a").register(3, lambda c, r: None, min_version=0, max_version=13)
+    reg = routes.registry_for("b")
     with pytest.raises(RoutingError, match="claimed by both plugin 'a' and plugin 'b'"):
-        reg.owned_by("b").register(3, lambda c, r: None, min_version=0, max_version=1)
+        reg.register(3, lambda c, r: None, min_version=0, max_version=1)
     with pytest.raises(RoutingError, match="kio has no schema"):
         reg.register(3000, lambda c, r: None, min_version=0, max_version=0)
     with pytest.raises(RoutingError, match="kio has no schema"):
@@ -25,8 +26,8 @@ def test_registry_rejects_duplicates_and_unknown_versions() -> None:
                      advertised_min_version=4)
     # Advertised below the served range, as Kafka 4 does for Produce (kio has no v0-2).
     reg.register(0, lambda c, r: None, min_version=3, max_version=13, advertised_min_version=0)
-    assert [(r.api_key, r.advertised_min_version, r.min_version) for r in reg] == \
-        [(0, 0, 3), (3, 0, 0)]
+    assert [(r.api_key, r.advertised_min_version, r.min_version, r.owner) for r in routes] \
+        == [(0, 0, 3, "b"), (3, 0, 0, "a")]
 
 
 def test_decode_flexible_request_with_header_v2() -> None:
