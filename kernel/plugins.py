@@ -104,6 +104,7 @@ class PluginFacade:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.enabled = enabled
+        self._source = source
         plugins = [(f"{KERNEL_PLUGIN}:{getattr(obj, '__name__', type(obj).__name__)}", obj)
                    for obj in essential]
         plugins += [(name, load_plugin(name, source)) for name in enabled]
@@ -120,17 +121,14 @@ class PluginFacade:
             raise PluginError(f"{source}: plugins.enabled: {e}") from e
         # Observers run per request (appends, high watermarks) or per connection: with no
         # implementation the kernel skips pluggy's call altogether.
-        implemented = {
-            hook: bool(getattr(self.pm.hook, hook).get_hookimpls())
-            for hook in ("kafkernel_log_appended", "kafkernel_high_watermark_changed",
-                         "kafkernel_segment_rolled", "kafkernel_connection_opened",
-                         "kafkernel_connection_closed")
-        }
-        self._log_appended = implemented["kafkernel_log_appended"]
-        self._high_watermark_changed = implemented["kafkernel_high_watermark_changed"]
-        self._segment_rolled = implemented["kafkernel_segment_rolled"]
-        self._connection_opened = implemented["kafkernel_connection_opened"]
-        self._connection_closed = implemented["kafkernel_connection_closed"]
+        def implemented(hook: str) -> bool:
+            return bool(getattr(self.pm.hook, hook).get_hookimpls())
+
+        self._log_appended = implemented("kafkernel_log_appended")
+        self._high_watermark_changed = implemented("kafkernel_high_watermark_changed")
+        self._segment_rolled = implemented("kafkernel_segment_rolled")
+        self._connection_opened = implemented("kafkernel_connection_opened")
+        self._connection_closed = implemented("kafkernel_connection_closed")
 
     @staticmethod
     def _owner(plugin_name: str) -> str:
@@ -142,7 +140,12 @@ class PluginFacade:
         for owner, obj in self._plugins:
             others = [other for _, other in self._plugins if other is not obj]
             caller = self.pm.subset_hook_caller(hook, others)
-            if caller.get_hookimpls():
+            impls = caller.get_hookimpls()
+            stray = [i.plugin_name for i in impls if i.plugin is not obj]
+            if stray:  # older pluggy removes others by attribute name, missing a specname
+                raise PluginError(f"{self._source}: plugins.enabled: plugin {stray[0]!r}: "
+                                  f"implement {hook} under its own name")
+            if impls:
                 yield owner, caller
 
     # -- registration ------------------------------------------------------
