@@ -31,6 +31,7 @@ from tests.plugins.session_plugins import (
     PRINCIPAL,
     SECRET,
     AlsoInOrder,
+    FailsOnConnect,
     SameMechanism,
     SecretGate,
     StartsFirst,
@@ -85,6 +86,16 @@ def test_plugins_see_connections_open_and_close(broker_factory) -> None:  # type
         assert gate.opened[peers[1]] == ("SASL_PLAINTEXT", False)
         assert not set(peers) & set(gate.closed)
     _eventually(lambda: set(peers) <= set(gate.closed))
+
+
+@pytest.mark.broker_errors
+def test_a_plugin_failing_on_a_new_connection_closes_that_connection(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory(plugins=["metadata_kraft", FailsOnConnect.NAME])
+    for _ in range(2):  # the broker goes on accepting
+        with connect(b.bootstrap) as sock:
+            assert closed_by_broker(sock)
+    assert b.broker is not None
+    assert any("no room for" in e for e in b.broker.recent_errors)
 
 
 def test_sasl_connection_is_served_the_exchange_only_until_authenticated(broker_factory) -> None:  # type: ignore[no-untyped-def]

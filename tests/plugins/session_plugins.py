@@ -86,6 +86,17 @@ class SecretGate:
         )
 
 
+class FailsOnConnect:
+    """A plugin bug on every new connection: the broker names it and closes the
+    connection, and keeps serving."""
+
+    NAME = PREFIX + "FailsOnConnect"
+
+    @hookimpl
+    def kafkernel_connection_opened(self, session: Session) -> None:
+        raise RuntimeError("no room for " + session.peer)
+
+
 class SameMechanism:
     """Offers TEST-SECRET too: with SecretGate enabled, startup must stop."""
 
