@@ -30,26 +30,33 @@ def field_names(cls: type) -> frozenset[str]:
 
 
 @cache
-def entity_field_names(cls: type) -> frozenset[str]:
-    """The fields of ``cls`` in every version kio has of it: kio keeps an entity of
-    version N in ``kio.schema.<api>.v<N>.<request|response|data>`` under one name."""
-    names = set(field_names(cls))
-    module = cls.__module__
-    if module.startswith(_KIO_SCHEMA):
-        api, _, kind = module[len(_KIO_SCHEMA):].partition(".")
-        kind = kind.partition(".")[2]  # drop the "v<N>" of the class's own version
-        package = importlib.import_module(_KIO_SCHEMA + api)
-        for info in pkgutil.iter_modules(package.__path__):
-            if not info.ispkg or not info.name.startswith("v"):
-                continue
+def _versions(api: str) -> tuple[int, ...]:
+    package = importlib.import_module(_KIO_SCHEMA + api)
+    return tuple(int(info.name[1:]) for info in pkgutil.iter_modules(package.__path__)
+                 if info.ispkg and info.name[:1] == "v" and info.name[1:].isdigit())
+
+
+@cache
+def declared_in_some_version(cls: type, name: str) -> bool:
+    """Whether a version of ``cls``'s entity declares ``name``: kio keeps an entity of
+    version N in ``kio.schema.<api>.v<N>.<request|response|data>`` under one name. The
+    nearest versions are looked at first (a field comes or goes at a version boundary),
+    so a handler serving an old version imports one or two modules, once."""
+    if name in field_names(cls):
+        return True
+    parts = cls.__module__.split(".")
+    if cls.__module__.startswith(_KIO_SCHEMA) and len(parts) == 5 and parts[3][1:].isdigit():
+        api, own, kind = parts[2], int(parts[3][1:]), parts[4]
+        for version in sorted(_versions(api), key=lambda v: abs(v - own)):
             try:
-                other = importlib.import_module(f"{_KIO_SCHEMA}{api}.{info.name}.{kind}")
+                module = importlib.import_module(f"{_KIO_SCHEMA}{api}.v{version}.{kind}")
             except ModuleNotFoundError:
                 continue
-            same = getattr(other, cls.__qualname__, None)
-            if same is not None and dataclasses.is_dataclass(same):
-                names.update(field_names(same))  # type: ignore[arg-type]
-    return frozenset(names)
+            other = getattr(module, cls.__qualname__, None)
+            if isinstance(other, type) and dataclasses.is_dataclass(other) \
+                    and name in field_names(other):
+                return True
+    return False
 
 
 def make(cls: type[T], /, **values: Any) -> T:
@@ -58,13 +65,13 @@ def make(cls: type[T], /, **values: Any) -> T:
     names = field_names(cls)
     if values.keys() <= names:
         return cls(**values)
-    unknown = values.keys() - entity_field_names(cls)
-    if unknown:
-        raise TypeError(
-            f"{cls.__module__}.{cls.__qualname__}: no version declares "
-            f"{', '.join(sorted(unknown))}"
-        )
-    return cls(**{k: v for k, v in values.items() if k in names})
+    kept = {}
+    for k, v in values.items():
+        if k in names:
+            kept[k] = v
+        elif not declared_in_some_version(cls, k):
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__}: no version declares {k}")
+    return cls(**kept)
 
 
 def has_field(cls: type, name: str) -> bool:
