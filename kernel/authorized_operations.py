@@ -4,7 +4,7 @@ DescribeTopicPartitions, and the coordinator plugin's DescribeGroups)."""
 
 from __future__ import annotations
 
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 # Kafka's "authorized operations not requested" sentinel.
 OPS_NOT_REQUESTED = -(2**31)

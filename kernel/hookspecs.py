@@ -5,6 +5,12 @@ A plugin is a module or a class (instantiated once per broker) with functions ma
 Hooks are synchronous; a hook with async work returns an awaitable that the kernel
 awaits. ``kernel.plugins.PluginFacade`` has one typed method per hook, so callers never
 spell ``pm.hook.<name>`` themselves.
+
+Hooks are called through pluggy, so ``hookimpl(tryfirst=True)``, ``trylast`` and
+``wrapper=True`` apply. Implementations are called in the order: the kernel, then the
+plugins as ``[plugins] enabled`` lists them (tryfirst and trylast move one ahead or
+behind). Registration hooks are called once per plugin, each with that plugin's own
+view of the registry, which attributes what it registers to the plugin.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ if TYPE_CHECKING:
     from kernel.cluster import MetadataBackend
     from kernel.config import ConfigSchema
     from kernel.coordination.registry import CoordinatorRegistry
-    from kernel.routing import ApiRegistry, Session
+    from kernel.requests import ApiRegistry, Session
+    from kernel.sasl import SaslMechanismRegistry
     from kernel.services import PluginServices
 
 PROJECT = "kafkernel"
@@ -49,7 +56,8 @@ def kafkernel_config_schema() -> ConfigSchema | None:
 def kafkernel_register_apis(registry: ApiRegistry) -> None:
     """Register request handlers with ``registry.register(api_key, handler, ...)``.
 
-    :param registry: the broker's routing table; a second claim on an API key fails.
+    :param registry: this plugin's view of the broker's routing table; a second claim
+        on an API key stops startup.
     """
 
 
@@ -60,15 +68,20 @@ def kafkernel_register_coordinators(registry: CoordinatorRegistry) -> None:
     FindCoordinator and asks ``partition_of(key)`` which internal-topic partition owns a
     key, then answers with its leader.
 
-    :param registry: key type -> coordinator; a second claim on a key type fails.
+    :param registry: this plugin's view of the coordinators by key type; a second claim
+        on a key type stops startup.
     """
 
 
 @hookspec
-def kafkernel_register_sasl_mechanisms(registry: dict[str, object]) -> None:
-    """Add SASL mechanism implementations by name (``PLAIN``, ``SCRAM-SHA-256``, ...).
+def kafkernel_register_sasl_mechanisms(registry: SaslMechanismRegistry) -> None:
+    """Offer SASL mechanisms with ``registry.register(name, factory, listeners=...)``
+    (``PLAIN``, ``SCRAM-SHA-256``, ...): SaslHandshake answers a connection with its
+    listener's. A SASL_* listener that no plugin offers a mechanism on, or one mechanism
+    registered by two plugins, stops startup.
 
-    :param registry: mechanism name -> mechanism factory.
+    :param registry: this plugin's view of the broker's mechanisms; ``registry.listeners``
+        names the SASL listeners.
     """
 
 
@@ -108,7 +121,8 @@ def kafkernel_authorize(
 @hookspec
 def kafkernel_startup(broker: PluginServices) -> Awaitable[None] | None:
     """Called once the kernel's components run (logs loaded, metadata published) and
-    before listeners accept connections. Start plugin state here.
+    before listeners accept connections. Start plugin state here. What the plugins
+    return is awaited one at a time in call order.
 
     :returns: an awaitable the kernel awaits before serving, or None.
     """
@@ -116,7 +130,9 @@ def kafkernel_startup(broker: PluginServices) -> Awaitable[None] | None:
 
 @hookspec
 def kafkernel_shutdown(broker: PluginServices) -> Awaitable[None] | None:
-    """Called after listeners stopped accepting, before logs are closed.
+    """Called after listeners stopped accepting, before logs are closed. What the
+    plugins return is awaited in the reverse of the call order: the plugin that started
+    last stops first (tryfirst here means stopping last).
 
     :returns: an awaitable the kernel awaits, or None.
     """
@@ -125,6 +141,21 @@ def kafkernel_shutdown(broker: PluginServices) -> Awaitable[None] | None:
 # ---------------------------------------------------------------------------
 # observers: called on the event loop, must not block
 # ---------------------------------------------------------------------------
+
+
+@hookspec
+def kafkernel_connection_opened(session: Session) -> None:
+    """A client connected. ``session`` is the connection's state for its lifetime: it is
+    authenticated already on PLAINTEXT listeners (as ``User:ANONYMOUS``), not yet on
+    SASL_* ones, where the SASL plugin calls ``session.authenticate(principal)`` once
+    the exchange succeeds. Plugins keep per-connection state in ``session.extensions``.
+    """
+
+
+@hookspec
+def kafkernel_connection_closed(session: Session) -> None:
+    """The connection of ``session`` closed (either side); a request of it still in
+    flight was cancelled."""
 
 
 @hookspec

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
@@ -23,8 +23,10 @@ from kernel.config import ConfigError, ConfigSchema
 
 if TYPE_CHECKING:
     from kernel.cluster import MetadataBackend
-    from kernel.coordination.registry import CoordinatorRegistry
-    from kernel.routing import ApiRegistry, Session
+    from kernel.coordination.registry import Coordinators
+    from kernel.requests import Session
+    from kernel.routing import Routes
+    from kernel.sasl import SaslMechanisms
     from kernel.services import PluginServices
 
 ENTRY_POINT_GROUP = "kafkernel.plugins"
@@ -92,65 +94,84 @@ def load_plugin(name: str, source: str) -> Any:
 
 
 class PluginFacade:
-    """The broker's plugins with one typed method per hook."""
+    """The broker's plugins with one typed method per hook.
+
+    Every hook is called through pluggy (wrappers, tryfirst and trylast apply). pluggy
+    calls the implementation registered last first, so plugins are registered in reverse:
+    its call order is then the kernel's, then the plugins' in config order. Registration
+    hooks are called once per plugin (its implementations only), each with the plugin's
+    own view of the registry."""
 
     def __init__(self, enabled: tuple[str, ...], source: str, essential: list[Any]) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.enabled = enabled
-        for obj in essential:
-            label = getattr(obj, "__name__", type(obj).__name__)
-            self.pm.register(obj, name=f"{KERNEL_PLUGIN}:{label}")
-        for name in enabled:
-            obj = load_plugin(name, source)
+        self._source = source
+        plugins = [(f"{KERNEL_PLUGIN}:{getattr(obj, '__name__', type(obj).__name__)}", obj)
+                   for obj in essential]
+        plugins += [(name, load_plugin(name, source)) for name in enabled]
+        for name, obj in reversed(plugins):
             try:
                 self.pm.register(obj, name=name)
             except ValueError as e:
                 raise PluginError(f"{source}: plugins.enabled: plugin {name!r}: {e}") from e
+        # (owner, plugin object) in call order, for the registration hooks.
+        self._plugins = [(self._owner(name), obj) for name, obj in plugins]
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as e:
             raise PluginError(f"{source}: plugins.enabled: {e}") from e
-        self._observers = {
-            hook: bool(getattr(self.pm.hook, hook).get_hookimpls())
-            for hook in ("kafkernel_log_appended", "kafkernel_high_watermark_changed",
-                         "kafkernel_segment_rolled")
-        }
+        # Observers run per request (appends, high watermarks) or per connection: with no
+        # implementation the kernel skips pluggy's call altogether.
+        def implemented(hook: str) -> bool:
+            return bool(getattr(self.pm.hook, hook).get_hookimpls())
+
+        self._log_appended = implemented("kafkernel_log_appended")
+        self._high_watermark_changed = implemented("kafkernel_high_watermark_changed")
+        self._segment_rolled = implemented("kafkernel_segment_rolled")
+        self._connection_opened = implemented("kafkernel_connection_opened")
+        self._connection_closed = implemented("kafkernel_connection_closed")
 
     @staticmethod
     def _owner(plugin_name: str) -> str:
         return KERNEL_PLUGIN if plugin_name.startswith(KERNEL_PLUGIN + ":") else plugin_name
 
+    def _each_plugin(self, hook: str) -> Iterator[tuple[str, pluggy.HookCaller]]:
+        """``hook`` of one plugin at a time, in call order: a registration hook's
+        argument is the plugin's own view, so each plugin gets its own call."""
+        for owner, obj in self._plugins:
+            others = [other for _, other in self._plugins if other is not obj]
+            caller = self.pm.subset_hook_caller(hook, others)
+            impls = caller.get_hookimpls()
+            stray = [i.plugin_name for i in impls if i.plugin is not obj]
+            if stray:  # older pluggy removes others by attribute name, missing a specname
+                raise PluginError(f"{self._source}: plugins.enabled: plugin {stray[0]!r}: "
+                                  f"implement {hook} under its own name")
+            if impls:
+                yield owner, caller
+
     # -- registration ------------------------------------------------------
 
     def config_schemas(self) -> dict[str, ConfigSchema]:
         schemas: dict[str, ConfigSchema] = {}
-        for impl in self.pm.hook.kafkernel_config_schema.get_hookimpls():
-            schema = impl.function()
-            if schema is not None:
-                schemas[self._owner(impl.plugin_name)] = schema
+        for owner, caller in self._each_plugin("kafkernel_config_schema"):
+            for schema in caller():
+                schemas[owner] = schema
         return schemas
 
-    def register_apis(self, registry: ApiRegistry) -> None:
+    def register_apis(self, routes: Routes) -> None:
         # Kernel first, then plugins in config order: the error for a double claim
         # then names the plugin that came second.
-        impls = self.pm.hook.kafkernel_register_apis.get_hookimpls()
-        order = {name: i for i, name in enumerate(self.enabled)}
-        impls.sort(key=lambda i: -1 if self._owner(i.plugin_name) == KERNEL_PLUGIN
-                   else order.get(i.plugin_name, len(order)))
-        for impl in impls:
-            impl.function(registry=registry.owned_by(self._owner(impl.plugin_name)))
-        registry.owned_by(KERNEL_PLUGIN)
+        for owner, caller in self._each_plugin("kafkernel_register_apis"):
+            caller(registry=routes.registry_for(owner))
 
-    def register_coordinators(self, registry: CoordinatorRegistry) -> None:
-        for impl in self.pm.hook.kafkernel_register_coordinators.get_hookimpls():
-            impl.function(registry=registry.owned_by(self._owner(impl.plugin_name)))
-        registry.owned_by(KERNEL_PLUGIN)
+    def register_coordinators(self, coordinators: Coordinators) -> None:
+        for owner, caller in self._each_plugin("kafkernel_register_coordinators"):
+            caller(registry=coordinators.registry_for(owner))
 
-    def register_sasl_mechanisms(self) -> dict[str, object]:
-        mechanisms: dict[str, object] = {}
-        self.pm.hook.kafkernel_register_sasl_mechanisms(registry=mechanisms)
-        return mechanisms
+    def register_sasl_mechanisms(self, mechanisms: SaslMechanisms) -> None:
+        for owner, caller in self._each_plugin("kafkernel_register_sasl_mechanisms"):
+            caller(registry=mechanisms.registry_for(owner))
 
     # -- providers ---------------------------------------------------------
 
@@ -169,37 +190,52 @@ class PluginFacade:
     # -- lifecycle ---------------------------------------------------------
 
     async def startup(self, broker: PluginServices) -> None:
-        await _await_all(self.pm.hook.kafkernel_startup(broker=broker))
+        await _await_each(self.pm.hook.kafkernel_startup(broker=broker))
 
     async def shutdown(self, broker: PluginServices) -> None:
-        # Reverse of startup: plugins registered last stop first.
-        await _await_all(self.pm.hook.kafkernel_shutdown(broker=broker), reverse=False)
+        # Reverse of startup: the plugin that started last stops first.
+        await _await_each(self.pm.hook.kafkernel_shutdown(broker=broker)[::-1])
 
     # -- observers ---------------------------------------------------------
 
+    def connection_opened(self, session: Session) -> None:
+        if self._connection_opened:
+            self.pm.hook.kafkernel_connection_opened(session=session)
+
+    def connection_closed(self, session: Session) -> None:
+        if self._connection_closed:
+            self.pm.hook.kafkernel_connection_closed(session=session)
+
     def log_appended(self, topic: str, partition: int, base_offset: int, last_offset: int) -> None:
-        if self._observers["kafkernel_log_appended"]:
+        if self._log_appended:
             self.pm.hook.kafkernel_log_appended(
                 topic=topic, partition=partition, base_offset=base_offset,
                 last_offset=last_offset,
             )
 
     def high_watermark_changed(self, topic: str, partition: int, high_watermark: int) -> None:
-        if self._observers["kafkernel_high_watermark_changed"]:
+        if self._high_watermark_changed:
             self.pm.hook.kafkernel_high_watermark_changed(
                 topic=topic, partition=partition, high_watermark=high_watermark
             )
 
     def segment_rolled(self, topic: str, partition: int, base_offset: int) -> None:
-        if self._observers["kafkernel_segment_rolled"]:
+        if self._segment_rolled:
             self.pm.hook.kafkernel_segment_rolled(
                 topic=topic, partition=partition, base_offset=base_offset
             )
 
 
-async def _await_all(results: list[Awaitable[None] | None], reverse: bool = True) -> None:
-    # pluggy calls implementations last-registered first; coroutines run when awaited,
-    # so awaiting in reverse runs them in registration order (kernel, then config order).
-    for result in reversed(results) if reverse else results:
-        if result is not None and inspect.isawaitable(result):
-            await result
+async def _await_each(results: list[Awaitable[None] | None]) -> None:
+    """Await what the implementations returned, one at a time in order; after a failure
+    the coroutines not yet awaited are closed, never started."""
+    pending = iter(results)
+    try:
+        for result in pending:
+            if result is not None and inspect.isawaitable(result):
+                await result
+    except BaseException:
+        for result in pending:
+            if inspect.iscoroutine(result):
+                result.close()
+        raise

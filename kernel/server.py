@@ -1,13 +1,14 @@
 """The Broker: wires the kernel's components and plugins, in a fixed start/stop order.
 
 Start: plugins loaded and their tables validated -> routes registered (ApiVersions is
-generated from them) -> what the machine can refuse, before anything starts or logs:
-log dirs locked and checked for writes, listeners bound (not yet serving, so port 0
-resolves to the real port before registration), the metrics endpoint bound -> metadata
-backend started (replay, registration) -> plugins' startup -> listeners serve. Stop is
-the reverse: stop accepting, plugins' shutdown (they answer what they parked), let
-in-flight requests finish, logs closed cleanly, metadata backend stop. A start that
-fails stops what it started without a word, so its one-line error is the last.
+generated from them) and SASL mechanisms per listener -> what the machine can refuse,
+before anything starts or logs: log dirs locked and checked for writes, listeners bound
+(not yet serving, so port 0 resolves to the real port before registration), the metrics
+endpoint bound -> metadata backend started (replay, registration) -> plugins' startup ->
+listeners serve. Stop is the reverse: stop accepting, plugins' shutdown (they answer
+what they parked), let in-flight requests finish, logs closed cleanly, metadata backend
+stop. A start that fails stops what it started without a word, so its one-line error is
+the last.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from kernel.config import (
     replace_settings,
     schema_keys,
 )
-from kernel.coordination.registry import CoordinatorRegistry, RegistrationError
+from kernel.coordination.registry import Coordinators, RegistrationError
 from kernel.handlers import find_coordinator
 from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
@@ -37,10 +38,11 @@ from kernel.network.dispatch import RequestDispatcher
 from kernel.network.listener import Endpoint, Listener, parse_endpoints
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
-from kernel.plugins import PluginFacade
+from kernel.plugins import KERNEL_PLUGIN, PluginFacade
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
-from kernel.routing import ApiRegistry, RoutingError
+from kernel.routing import Routes, RoutingError
+from kernel.sasl import SaslError, SaslMechanisms
 
 SHUTDOWN_GRACE_S = 5.0
 RECENT_ERRORS = 20
@@ -61,12 +63,13 @@ class Broker:
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
         self._plugin_settings = self._validate_plugin_tables()
-        self.routes = ApiRegistry()
-        self.coordinators = CoordinatorRegistry()
+        self.routes = Routes()
+        self.coordinators = Coordinators()
         try:
             self.plugins.register_apis(self.routes)
             self.plugins.register_coordinators(self.coordinators)
-            find_coordinator.register(self.routes, self.coordinators)
+            find_coordinator.register(self.routes.registry_for(KERNEL_PLUGIN),
+                                      self.coordinators)
         except (RoutingError, RegistrationError) as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
         self.dispatcher = RequestDispatcher(self.routes, self, self.plugins.authorize,
@@ -92,9 +95,25 @@ class Broker:
                      idle_timeout_ms=cfg.connections_max_idle_ms,
                      quotas=self.connection_quotas, pool=self.memory_pool,
                      on_count=self.metrics.connections.labels(e.listener_name).set,
-                     on_rejected=self.metrics.connection_rejected(e.listener_name))
+                     on_rejected=self.metrics.connection_rejected(e.listener_name),
+                     on_session_opened=self.plugins.connection_opened,
+                     on_session_closed=self.plugins.connection_closed)
             for e in self.endpoints
         ]
+        # What SaslHandshake offers per listener; a SASL listener needs at least one.
+        self.sasl_mechanisms = SaslMechanisms(
+            e.listener_name for e in self.endpoints if e.security_protocol.startswith("SASL_")
+        )
+        try:
+            self.plugins.register_sasl_mechanisms(self.sasl_mechanisms)
+        except SaslError as e:
+            raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
+        unserved = self.sasl_mechanisms.without_mechanisms()
+        if unserved:
+            raise ConfigError(
+                f"{loaded.source}: listeners: {', '.join(unserved)}: a SASL listener needs "
+                "a SASL mechanism, and no enabled plugin offers one on it"
+            )
         self._metadata: MetadataBackend | None = None
         self._static_config = cfg
         self.metrics.watch_state(self._state_sample)

@@ -95,7 +95,7 @@ class BrokerServices(Protocol):
 
 class CoordinatorLookup(Protocol):
     """The coordinators plugins registered, by FindCoordinator key type
-    (a ``coordination.registry.CoordinatorRegistry``)."""
+    (a ``coordination.registry.Coordinators``)."""
 
     def get(self, key_type: int) -> Callable[[str], tuple[str, int]] | None:
         """The key -> (internal topic, partition) function of that key type's coordinator."""

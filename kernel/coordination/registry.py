@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-__all__ = ["CoordinatorPartition", "CoordinatorRegistry", "CoordinatorType",
+__all__ = ["CoordinatorPartition", "CoordinatorRegistry", "CoordinatorType", "Coordinators",
            "RegistrationError"]
 
 
@@ -31,25 +31,25 @@ Raises ``CoordinatorError`` (COORDINATOR_NOT_AVAILABLE) while the coordinator ha
 e.g. before its topic exists."""
 
 
-class CoordinatorRegistry:
+class Coordinators:
+    """The broker's coordinators by key type. Plugins add to it only through their own
+    :class:`CoordinatorRegistry` (``registry_for``), so every entry names its plugin."""
+
     def __init__(self) -> None:
         self._coordinators: dict[int, tuple[str, CoordinatorPartition]] = {}
-        self._owner = "kernel"
 
-    def owned_by(self, owner: str) -> CoordinatorRegistry:
-        """Set the name that following registrations are attributed to (the kernel
-        sets it to each plugin's name before calling its hook)."""
-        self._owner = owner
-        return self
+    def registry_for(self, owner: str) -> CoordinatorRegistry:
+        return CoordinatorRegistry(self, owner)
 
-    def register(self, key_type: CoordinatorType, partition_of: CoordinatorPartition) -> None:
+    def add(self, key_type: CoordinatorType, owner: str,
+            partition_of: CoordinatorPartition) -> None:
         existing = self._coordinators.get(key_type)
         if existing is not None:
             raise RegistrationError(
                 f"the {key_type.name} coordinator is claimed by both plugin {existing[0]!r} "
-                f"and plugin {self._owner!r}; enable only one of them"
+                f"and plugin {owner!r}; enable only one of them"
             )
-        self._coordinators[key_type] = (self._owner, partition_of)
+        self._coordinators[key_type] = (owner, partition_of)
 
     def get(self, key_type: int) -> CoordinatorPartition | None:
         found = self._coordinators.get(key_type)
@@ -57,3 +57,16 @@ class CoordinatorRegistry:
 
     def __len__(self) -> int:
         return len(self._coordinators)
+
+
+class CoordinatorRegistry:
+    """One plugin's view of the coordinators: what it registers is its own."""
+
+    __slots__ = ("_coordinators", "owner")
+
+    def __init__(self, coordinators: Coordinators, owner: str) -> None:
+        self._coordinators = coordinators
+        self.owner = owner
+
+    def register(self, key_type: CoordinatorType, partition_of: CoordinatorPartition) -> None:
+        self._coordinators.add(key_type, self.owner, partition_of)

@@ -27,7 +27,7 @@ from kernel.handlers import (
     produce,
 )
 from kernel.hookspecs import hookimpl
-from kernel.routing import ApiRegistry
+from kernel.requests import ApiRegistry
 
 HANDLER_MODULES: tuple[ModuleType, ...] = (
     api_versions,

@@ -25,7 +25,7 @@ from kernel.handlers.describe_configs import broker_id_of
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 33
 MIN_VERSION = 0

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import encode_response
-from kernel.routing import ApiRegistry, RequestContext
+from kernel.requests import RequestContext
+from kernel.services import ServedApi
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -22,7 +24,8 @@ MAX_VERSION = 4
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def _api_keys(module: Any, registry: ApiRegistry, only: int | None = None) -> tuple[Any, ...]:
+def _api_keys(module: Any, registry: Iterable[ServedApi],
+              only: int | None = None) -> tuple[Any, ...]:
     return tuple(
         module.ApiVersion(api_key=r.api_key,
                           min_version=r.advertised_min_version,
@@ -51,7 +54,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def unsupported_version_response(correlation_id: int, registry: ApiRegistry) -> bytes:
+def unsupported_version_response(correlation_id: int, registry: Iterable[ServedApi]) -> bytes:
     """Kafka's answer to an ApiVersions version it does not know: a v0 body with
     UNSUPPORTED_VERSION and ApiVersions' own range only, so the client can retry lower
     (ApiVersionsRequest.getErrorResponse)."""

@@ -16,7 +16,7 @@ from kernel.handlers.create_topics import (
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -29,7 +29,7 @@ from kernel.handlers.config_entries import BrokerConfigView, checked_topic_confi
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 19
 # v0/v1 are not in kio (Kafka 4 removed them); v2-7 are fully served.

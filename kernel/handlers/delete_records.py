@@ -22,7 +22,7 @@ from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 21
 MIN_VERSION = 0

@@ -16,7 +16,7 @@ from typing import Any
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 20
 # v0 is not in kio (Kafka 4 removed it); v1-6 are fully served.

@@ -13,7 +13,7 @@ from kernel.authorized_operations import OPS_NOT_REQUESTED, authorized_operation
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 60
 MIN_VERSION = 0

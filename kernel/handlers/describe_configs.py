@@ -16,7 +16,7 @@ from kernel.handlers.config_entries import BrokerConfigView, ConfigEntry, Config
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 32
 # v0 is not in kio (Kafka 4 removed it); v1-4 are fully served.

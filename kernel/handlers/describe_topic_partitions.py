@@ -15,7 +15,7 @@ from kernel.cluster import ClusterImage, is_internal_topic, topic_name_problem
 from kernel.handlers.metadata import partition_fields
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 75
 MIN_VERSION = 0

@@ -10,11 +10,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
+from kernel.coordination.registry import Coordinators, CoordinatorType
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.routing import ApiRegistry, RequestContext
+from kernel.requests import ApiRegistry, RequestContext
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -31,7 +31,7 @@ _AUTHORIZATION = {
 _Found = tuple[ErrorCode, str | None, int, str, int]
 
 
-def register(routes: ApiRegistry, coordinators: CoordinatorRegistry) -> None:
+def register(routes: ApiRegistry, coordinators: Coordinators) -> None:
     """Serve FindCoordinator when some plugin runs a coordinator: a broker without one
     does not advertise the API."""
     if coordinators:

@@ -15,7 +15,7 @@ from kernel.handlers.alter_configs import NewConfigs, alter_resources, resource_
 from kernel.handlers.config_entries import BrokerConfigView, ConfigResourceType
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 44
 MIN_VERSION = 0

@@ -11,7 +11,7 @@ from kernel.handlers.partition_requests import answer_partitions
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.replica.partition import Partition
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 2
 MIN_VERSION = 1

@@ -24,7 +24,7 @@ from kernel.cluster import (
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 3
 MIN_VERSION = 0

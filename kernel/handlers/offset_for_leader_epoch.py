@@ -9,7 +9,7 @@ from typing import Any
 from kernel.handlers.partition_requests import answer_partitions
 from kernel.protocol.build import make, response_module
 from kernel.replica.partition import Partition
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 23
 MIN_VERSION = 2

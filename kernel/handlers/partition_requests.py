@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.protocol.errors import KafkaError
 from kernel.replica.partition import Partition
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 PartitionAnswer = Callable[[Partition, Any], dict[str, Any]]
 

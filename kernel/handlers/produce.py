@@ -24,7 +24,7 @@ from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 
 API_KEY = 0
 MIN_VERSION = 3

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel.network.memory_pool import MemoryPool
 from kernel.protocol.codec import InvalidRequest, ResponseFrame
-from kernel.routing import Session
+from kernel.requests import ANONYMOUS, AUTHENTICATED_AT_OPEN, Session
 
 if TYPE_CHECKING:
     from kernel.network.dispatch import RequestDispatcher
@@ -128,7 +128,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.session = Session(peer_s, self._listener_name, self._security_protocol)
+        session = self.session = Session(peer_s, self._listener_name, self._security_protocol)
+        if self._security_protocol in AUTHENTICATED_AT_OPEN:
+            session.authenticate(ANONYMOUS)
         self.log = self.log.bind(peer=peer_s, listener=self._listener_name)
         self._arm_idle_timer()
         self._on_open(self)

@@ -29,7 +29,8 @@ from kernel.protocol.codec import (
     response_class,
 )
 from kernel.protocol.errors import KafkaError
-from kernel.routing import ApiRegistry, Authorize, RequestContext, Session
+from kernel.requests import Authorize, RequestContext, Session
+from kernel.routing import Routes
 from kernel.services import BrokerServices
 
 API_VERSIONS = 18
@@ -40,7 +41,7 @@ ResponseBytes = bytes | ResponseFrame | None
 
 
 class RequestDispatcher:
-    def __init__(self, routes: ApiRegistry, services: BrokerServices, authorize: Authorize,
+    def __init__(self, routes: Routes, services: BrokerServices, authorize: Authorize,
                  metrics: BrokerMetrics, log: Any) -> None:
         self._routes = routes
         self._services = services

@@ -20,8 +20,10 @@ from kernel.network.quotas import ConnectionQuotas, normalize_address
 
 if TYPE_CHECKING:
     from kernel.network.dispatch import RequestDispatcher
+    from kernel.requests import Session
 
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+# Without TLS: SSL and SASL_SSL come with the TLS transport.
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 LISTEN_BACKLOG = 1024
 
 
@@ -68,11 +70,13 @@ class Listener:
         idle_timeout_ms: int, quotas: ConnectionQuotas, pool: MemoryPool,
         on_count: Callable[[int], None] | None = None,
         on_rejected: Callable[[str], None] | None = None,
+        on_session_opened: Callable[[Session], None] | None = None,
+        on_session_closed: Callable[[Session], None] | None = None,
     ) -> None:
         if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
                 f"listeners: {endpoint.listener_name} uses {endpoint.security_protocol}, "
-                f"which needs a plugin that is not available yet; supported: "
+                f"which needs TLS, not available yet; supported: "
                 f"{', '.join(SUPPORTED_PROTOCOLS)}"
             )
         self.endpoint = endpoint
@@ -91,16 +95,33 @@ class Listener:
         self.port = endpoint.port
         self._on_count = on_count or (lambda n: None)
         self._on_rejected = on_rejected or (lambda reason: None)
+        self._on_session_opened = on_session_opened
+        self._on_session_closed = on_session_closed
 
     def _opened(self, conn: KafkaConnection) -> None:
         self.connections.add(conn)
         self._on_count(len(self.connections))
+        session = conn.session
+        if self._on_session_opened is not None and session is not None:
+            try:
+                self._on_session_opened(session)
+            except Exception as e:  # a plugin's hook: its connection cannot be served
+                self._log.error("a plugin failed on a new connection; closing it",
+                                error=repr(e), peer=session.peer)
+                conn.close()
 
     def _closed(self, conn: KafkaConnection) -> None:
         self.connections.discard(conn)
         self._on_count(len(self.connections))
         self._quotas.closed(conn.client_address)
         self._quotas.release_slot()
+        session = conn.session
+        if self._on_session_closed is not None and session is not None:
+            try:
+                self._on_session_closed(session)
+            except Exception as e:
+                self._log.error("a plugin failed on a closed connection",
+                                error=repr(e), peer=session.peer)
 
     def _tls_client(self, conn: KafkaConnection) -> None:
         self._on_rejected("tls_on_plaintext")

@@ -9,7 +9,7 @@ from typing import Any
 from kernel.config import ConfigSchema
 from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
 from kernel.hookspecs import hookimpl
-from kernel.routing import ApiRegistry, Handler, RequestContext
+from kernel.requests import ApiRegistry, Handler, RequestContext
 from kernel.services import PluginServices
 from plugins.coordinator.handlers import HANDLER_MODULES
 from plugins.coordinator.service import GroupCoordinatorService

@@ -24,7 +24,7 @@ from plugins.coordinator.settings import CoordinatorSettings
 from plugins.coordinator.shard import GroupCoordinatorShard
 
 if TYPE_CHECKING:
-    from kernel.routing import RequestContext as KernelRequestContext
+    from kernel.requests import RequestContext as KernelRequestContext
     from kernel.services import PluginServices
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinatorService"]

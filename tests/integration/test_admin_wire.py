@@ -24,7 +24,7 @@ from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 from kio.static.primitive import i32Timedelta
 
 from kernel.hookspecs import hookimpl
-from kernel.routing import Session
+from kernel.requests import Session
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import request
 

@@ -24,7 +24,7 @@ from kernel.handlers import delete_records, fetch, list_offsets, produce
 from kernel.hookspecs import hookimpl
 from kernel.protocol.build import field_names, request_module
 from kernel.protocol.records import SimpleRecord, build_batch
-from kernel.routing import Session
+from kernel.requests import Session
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_log_apis_wire import build, topic_id, topic_ref, values_in
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame, request

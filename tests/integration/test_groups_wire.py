@@ -35,7 +35,7 @@ from kio.schema.sync_group.v5 import request as sync_v5
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from kernel.hookspecs import hookimpl
-from kernel.routing import Session
+from kernel.requests import Session
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 

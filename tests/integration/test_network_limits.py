@@ -115,6 +115,32 @@ def test_idle_memory_comes_back_after_2000_connections(
         assert _answered(sock, 3)
 
 
+def test_a_partial_frame_is_the_connections_own_while_others_read(
+    broker: EmbeddedBroker,
+) -> None:
+    """Connections read into their listener's shared buffer: what is left of a frame
+    after a read must be moved out before another connection's read lands there."""
+    first, second = (
+        encode_request(ApiVersionsV3(client_software_name="partial",
+                                     client_software_version="1"), correlation_id=c)
+        for c in (7, 8)
+    )
+    for cut in (3, len(second) // 2):  # inside the size prefix; inside the frame
+        with connect(broker.bootstrap) as partial, connect(broker.bootstrap) as other:
+            # Behind a whole frame, so the rest sits mid-buffer, where others' bytes land.
+            partial.sendall(first + second[:cut])
+            answer = recv_frame(partial)
+            assert answer is not None and decode_response(answer, 18, 3)[0] == 7
+            # Longer than what the partial connection sent: it covers those bytes.
+            other.sendall(encode_request(ApiVersionsV3(
+                client_software_name="o" * 200, client_software_version="1"), correlation_id=9))
+            answer = recv_frame(other)
+            assert answer is not None and decode_response(answer, 18, 3)[0] == 9
+            partial.sendall(second[cut:])
+            answer = recv_frame(partial)
+            assert answer is not None and decode_response(answer, 18, 3)[0] == 8
+
+
 def test_queued_max_request_bytes_stops_reading_and_resumes(
     broker_factory: Callable[..., EmbeddedBroker],
 ) -> None:

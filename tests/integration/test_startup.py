@@ -98,6 +98,16 @@ def test_listener_port_in_use(tmp_path: Path) -> None:
     _one_line_failure(result, cfg, "listeners", "address already in use")
 
 
+def test_sasl_listener_without_a_mechanism(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    cfg.write_text(cfg.read_text().replace(
+        'listeners = "PLAINTEXT://127.0.0.1:0"',
+        'listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"'))
+    result = _run("serve", "--config", str(cfg))
+    _one_line_failure(result, cfg, "listeners", "SASL_PLAINTEXT: a SASL listener needs a "
+                      "SASL mechanism, and no enabled plugin offers one on it")
+
+
 def test_log_dir_locked_by_a_running_broker(tmp_path: Path) -> None:
     data = tmp_path / "data"
     running = EmbeddedBroker(data_dir=data).start()

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kernel.config import ConfigSchema, at_least, setting
 from kernel.hookspecs import hookimpl
 from kernel.protocol.build import response_module
-from kernel.routing import ApiRegistry, RequestContext
+from kernel.requests import ApiRegistry, RequestContext
 
 NAME = "tests.plugins.hello_plugin:HelloPlugin"
 DESCRIBE_CLIENT_QUOTAS = 48

@@ -24,7 +24,7 @@ from kernel.protocol.build import request_module
 from kernel.protocol.errors import ErrorCode
 from kernel.purgatory import Purgatory
 from kernel.replica.manager import ReplicaManager
-from kernel.routing import RequestContext, Session
+from kernel.requests import RequestContext, Session
 from kernel.services import BrokerServices, ServedApi
 
 BROKER_ID = 1

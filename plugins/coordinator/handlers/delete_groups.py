@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 
 API_KEY = 42

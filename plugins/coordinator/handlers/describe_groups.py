@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kernel.authorized_operations import authorized_operations
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

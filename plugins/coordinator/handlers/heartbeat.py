@@ -10,7 +10,7 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from kernel.protocol.build import response_module
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -11,7 +11,7 @@ from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.join_group.v9.response import JoinGroupResponse
 
 from kernel.protocol.build import response_module
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -11,7 +11,7 @@ from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.leave_group.v5.response import LeaveGroupResponse
 
 from kernel.protocol.build import make, response_module
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

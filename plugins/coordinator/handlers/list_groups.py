@@ -15,7 +15,7 @@ from kio.schema.list_groups.v5.response import ListGroupsResponse
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

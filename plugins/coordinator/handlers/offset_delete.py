@@ -19,7 +19,7 @@ from kio.schema.offset_delete.v0.response import (
 )
 
 from kernel.protocol.errors import KafkaError
-from kernel.routing import RequestContext
+from kernel.requests import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 
 API_KEY = 47

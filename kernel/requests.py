@@ -1,0 +1,93 @@
+"""The handler contract: what a request handler, the kernel's or a plugin's, is given and
+registers through. ``RequestContext`` (the broker's services, the authorizer, the
+connection's session and the request header), ``Session`` (per-connection state and its
+authentication), ``Handler`` and ``ApiRegistry`` (a plugin's view of the routing table).
+
+It sits below the handlers and above the services they use; the table itself and the
+dispatch through it (``kernel.routing``, ``kernel.network``) sit above the handlers, so
+a request goes network -> routing -> handler and no handler imports either (see
+``[tool.importlinter]`` in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kernel.services import BrokerServices
+
+ANONYMOUS = "User:ANONYMOUS"
+# Security protocols whose connections are authenticated as soon as they open, as
+# ANONYMOUS (Kafka's principal without SASL or a TLS client certificate). On SASL_* ones
+# the SASL plugin authenticates the session once its exchange completes.
+AUTHENTICATED_AT_OPEN = frozenset({"PLAINTEXT", "SSL"})
+
+
+@dataclass(slots=True)
+class Session:
+    """Per-connection state that outlives one request (authentication, client info).
+
+    A session starts unauthenticated: until ``authenticate`` only ApiVersions,
+    SaslHandshake and SaslAuthenticate are served, as Kafka does."""
+
+    peer: str
+    listener_name: str
+    security_protocol: str = "PLAINTEXT"
+    principal: str | None = None
+    authenticated: bool = False
+    client_software_name: str | None = None
+    client_software_version: str | None = None
+    # Plugins keep their per-connection state here, keyed by plugin name.
+    extensions: dict[str, Any] = field(default_factory=dict)
+
+    def authenticate(self, principal: str) -> None:
+        """The connection's client is ``principal`` from now on: set at open by the
+        kernel where the security protocol authenticates (``AUTHENTICATED_AT_OPEN``), by
+        the SASL plugin when its exchange succeeds."""
+        self.principal = principal
+        self.authenticated = True
+
+
+Authorize = Callable[[Session, str, str, str], bool]
+"""(session, operation, resource type, resource name) -> allowed: the enabled authorizer
+(the ``kafkernel_authorize`` hook), as Kafka's handlers ask it."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything a handler knows about the request besides its decoded body: the
+    broker's services (not the broker), the connection's session and the authorizer."""
+
+    services: BrokerServices
+    authorize: Authorize
+    session: Session
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    # Size of the whole request frame, for metrics and quotas.
+    size: int = 0
+
+
+Response = Any  # a kio response entity of the request's version
+HandlerResult = Response | None | Awaitable[Response | None]
+Handler = Callable[[RequestContext, Any], HandlerResult]
+"""A handler takes the context and the decoded kio request entity and returns the kio
+response entity of the same version, an awaitable of it, or None for no response
+(Produce with acks=0). Raising ``KafkaError`` answers with that error code where the
+response has a top-level error code; any other exception closes the connection."""
+
+
+class ApiRegistry(Protocol):
+    """One plugin's view of the broker's routing table (``routing.Routes``), given to
+    its ``kafkernel_register_apis`` hook: what it registers is its own, and a second
+    claim on an API key stops startup."""
+
+    def register(
+        self, api_key: int, handler: Handler, *, min_version: int, max_version: int,
+        advertised_min_version: int | None = None,
+    ) -> None:
+        """``advertised_min_version`` (default ``min_version``) is the lowest version
+        ApiVersions lists; requests below ``min_version`` are refused all the same."""
+        ...
