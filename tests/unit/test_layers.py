@@ -1,6 +1,6 @@
 """The import contracts of pyproject.toml's [tool.importlinter] hold: the kernel's layers
-(network -> handlers -> routing -> services -> replica -> log -> protocol, with the other
-modules placed between), no plugin importing another, the kernel importing no plugin,
+(network -> routing -> handlers -> replica -> log -> protocol, with the other modules
+placed between), no plugin importing another, the kernel importing no plugin,
 and plugins reaching the broker only through hooks and kernel.services."""
 
 from __future__ import annotations
