@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import traceback
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -190,7 +191,12 @@ class PluginFacade:
     # -- lifecycle ---------------------------------------------------------
 
     async def startup(self, broker: PluginServices) -> None:
-        await _await_each(self.pm.hook.kafkernel_startup(broker=broker))
+        try:
+            results = self.pm.hook.kafkernel_startup(broker=broker)
+        except BaseException as e:
+            _close_unstarted(e)
+            raise
+        await _await_each(results)
 
     async def shutdown(self, broker: PluginServices) -> None:
         # Reverse of startup: the plugin that started last stops first.
@@ -239,3 +245,17 @@ async def _await_each(results: list[Awaitable[None] | None]) -> None:
             if inspect.iscoroutine(result):
                 result.close()
         raise
+
+
+def _close_unstarted(error: BaseException) -> None:
+    """A hook raised while pluggy was calling the plugins: what the earlier ones
+    returned will never be awaited. Their coroutines are still referenced from the
+    traceback (pluggy's list of results); close them, so they are not reported as
+    never awaited when the process exits."""
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        for value in frame.f_locals.values():
+            if isinstance(value, list):
+                for item in value:
+                    if (inspect.iscoroutine(item)
+                            and inspect.getcoroutinestate(item) == inspect.CORO_CREATED):
+                        item.close()

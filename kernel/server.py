@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import traceback
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -246,7 +247,16 @@ class Broker:
         self._on_image(None, backend.image)
         backend.add_listener(self._on_image)
         self._plugins_starting = True
-        await self.plugins.startup(self)
+        try:
+            await self.plugins.startup(self)
+        except ConfigError:
+            raise
+        except Exception as e:
+            # A plugin's bug, not the operator's: still one line, naming where it broke.
+            raise StartupError(
+                f"{self.loaded.source}: plugins.enabled: a plugin failed to start "
+                f"({_plugin_module(e)}): {type(e).__name__}: {e}"
+            ) from None
         for listener in self.listeners:
             await listener.start_serving()
         self._started = True
@@ -367,3 +377,13 @@ def memory_pool(cfg: BrokerConfig) -> MemoryPool:
             f"socket.request.max.bytes ({cfg.socket_request_max_bytes})"
         )
     return MemoryPool(size)
+
+
+def _plugin_module(error: BaseException) -> str:
+    """The module of the outermost frame of ``error``'s traceback that is neither the
+    kernel's nor pluggy's nor the event loop's: the plugin whose hook raised."""
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(("kernel.", "pluggy", "asyncio", "uvloop")):
+            return module
+    return "unknown module"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernel.testing.embedded import EmbeddedBroker
+from tests.plugins.failing_plugin import CRASHES, CRASHES_LATER
 from tests.plugins.failing_plugin import NAME as FAILING
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,6 +210,28 @@ def test_a_start_that_fails_after_plugins_started_stops_quietly(tmp_path: Path) 
     for line in lines[:-1]:
         assert "[info" in line, line  # no error, no traceback
     assert "broker stopped" not in result.stderr
+
+
+@pytest.mark.parametrize(("plugin", "problem"), [
+    (CRASHES, "KeyError: 'missing setting'"),
+    (CRASHES_LATER, "OSError: [Errno 98] Address already in use"),
+])
+def test_a_plugin_that_crashes_at_start_up_is_one_line(
+    tmp_path: Path, plugin: str, problem: str,
+) -> None:
+    """Any exception from a plugin's start-up, not only a StartupError, ends in one line
+    that names the plugin's module and the exception, not a traceback."""
+    cfg = _config(tmp_path)
+    cfg.write_text(cfg.read_text().replace('"coordinator"]', f'"coordinator", "{plugin}"]'))
+    result = subprocess.run([sys.executable, "-m", "kernel", "serve", "--config", str(cfg)],
+                            capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-1] == (f"{cfg}: plugins.enabled: a plugin failed to start "
+                         f"(tests.plugins.failing_plugin): {problem}"), result.stderr
+    for line in lines[:-1]:
+        assert "[info" in line, line
 
 
 def test_serve_raises_the_open_files_limit(tmp_path: Path) -> None:

@@ -20,3 +20,26 @@ class RefusesToStart:
                                "to start")
 
         return refuse()
+
+
+CRASHES = "tests.plugins.failing_plugin:CrashesAtStart"
+CRASHES_LATER = "tests.plugins.failing_plugin:CrashesWhileStarting"
+
+
+class CrashesAtStart:
+    """A plugin with a bug: its start-up hook raises something no one planned for."""
+
+    @hookimpl
+    def kafkernel_startup(self, broker: Any) -> Any:
+        return {}["missing setting"]
+
+
+class CrashesWhileStarting:
+    """The same bug in the awaitable a start-up hook returns."""
+
+    @hookimpl
+    def kafkernel_startup(self, broker: Any) -> Any:
+        async def start() -> None:
+            raise OSError(98, "Address already in use")
+
+        return start()
