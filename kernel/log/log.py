@@ -405,9 +405,17 @@ class Log:
                 for segment in segments:
                     if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
                         best = segment
-                if best is None or best.max_timestamp_so_far < 0:
+                if best is None:
                     return None
-                return best.find_max_timestamp_record()
+                if best.max_timestamp_so_far >= 0:
+                    return best.find_max_timestamp_record()
+                # No record has a timestamp: as Kafka, the first record carrying the
+                # max, -1 (UnifiedLog.fetchOffsetByTimestamp).
+                for segment in segments:
+                    found = segment.find_max_timestamp_record()
+                    if found is not None:
+                        return found
+                return None
             if timestamp < 0:
                 return None
             for segment in segments:

@@ -521,11 +521,11 @@ class LogSegment:
         return None
 
     def find_max_timestamp_record(self) -> TimestampAndOffset | None:
-        """The first record carrying this segment's max timestamp (ListOffsets -3)."""
+        """The first record carrying this segment's max timestamp (ListOffsets -3); in a
+        segment whose records have no timestamps, its first record (max -1)."""
         max_ts = self.max_timestamp_so_far
-        if max_ts < 0:
-            return None
-        position = self.offset_index.lookup(self.offset_of_max_timestamp_so_far).position
+        position = (self.offset_index.lookup(self.offset_of_max_timestamp_so_far).position
+                    if max_ts >= 0 else 0)
         for scan_from in (position, 0):
             for pos, header in self.scan_headers(scan_from):
                 if header.max_timestamp != max_ts:

@@ -36,6 +36,7 @@ from kio.schema.types import TopicName
 from kernel.protocol.records import SimpleRecord, build_batch
 from kernel.testing.embedded import EmbeddedBroker
 from reference.kafka import ReferenceKafka
+from tests.reference.conformance import documented
 from tests.reference.diff import Answers, Pair, Side, kafka_side, kafkernel_side
 
 OFFSETS = "__consumer_offsets"
@@ -384,6 +385,35 @@ def test_delete_consumer_offsets_by_topic_id_is_allowed(with_offsets: Pair) -> N
         _assert_gone(pair, OFFSETS)
     finally:
         ensure_offsets_topic(pair.kafka)
+
+
+@pytest.mark.reference_destructive
+def test_metadata_does_not_auto_create_an_internal_topic(pair: Pair) -> None:
+    """Kafka creates __transaction_state when a Metadata request that may auto-create
+    names it; Kafkernel leaves internal topics to the plugin running their coordinator.
+    Leaves the Kafka without __transaction_state, as it started."""
+    def drop(side: Side) -> None:
+        if topic_state(side, TRANSACTIONS).error_code == ErrorCode.none:
+            side.send(delete_by_name(TRANSACTIONS))
+            wait_for(side, f"{TRANSACTIONS} is gone", lambda: topic_state(
+                side, TRANSACTIONS).error_code == ErrorCode.unknown_topic_or_partition)
+
+    auto = dataclasses.replace(describe(TRANSACTIONS), allow_auto_topic_creation=True)
+    drop(pair.kafka)
+    drop(pair.kafkernel)
+    try:
+        documented("D13")
+        answers = pair.send(auto)
+        for answer in (answers.kafka, answers.kafkernel):
+            (topic,) = answer.topics
+            assert (topic.error_code, topic.is_internal) == (
+                ErrorCode.unknown_topic_or_partition, True)
+        wait_for(pair.kafka, f"Kafka created {TRANSACTIONS}",
+                 lambda: len(pair.kafka.send(auto).topics[0].partitions) == 50)
+        (topic,) = pair.kafkernel.send(auto).topics
+        assert (topic.error_code, topic.partitions) == (ErrorCode.unknown_topic_or_partition, ())
+    finally:
+        drop(pair.kafka)
 
 
 def _assert_gone(pair: Pair, name: str) -> None:
