@@ -68,7 +68,10 @@ def test_readme_plugin_serves_from_the_checkout(kafkernel: Path, tmp_path: Path)
         assert PLUGIN in lines[-1]
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=STARTED_TIMEOUT_S)
+        # The rest through the same buffer: communicate() would skip what the loop above
+        # had already read ahead.
+        proc.wait(timeout=STARTED_TIMEOUT_S)
+        err = "".join(lines) + proc.stderr.read()
     assert proc.returncode == 0, err
     assert "error" not in err
 
