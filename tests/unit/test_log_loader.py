@@ -13,19 +13,8 @@ import pytest
 from kernel.log.log import Log
 from kernel.log.log_config import LogConfig
 from kernel.log.segment import LogSegment
+from tests.unit.log_helpers import crash_log
 from tests.unit.test_log import NOW, batch, leader_batch_at, open_log, read_all
-
-
-def crash(log: Log) -> None:
-    """Drop the log without closing: indexes stay preallocated, nothing is trimmed."""
-    log.flush()
-    for segment in log.segments:
-        for index in (segment._offset_index, segment._time_index):
-            if index is not None:
-                index._close_files()
-        if segment._fd >= 0:
-            os.close(segment._fd)
-            segment._fd = -1
 
 
 def test_recovery_truncates_garbage_and_a_half_written_batch(tmp_path: Path) -> None:
@@ -36,7 +25,7 @@ def test_recovery_truncates_garbage_and_a_half_written_batch(tmp_path: Path) -> 
     active = log.active_segment
     good_size = active.size
     half = batch(5)[:70]
-    crash(log)
+    crash_log(log)
     with open(active.log_path, "ab") as f:
         f.write(leader_batch_at(150)[:-20] + b"\x00garbage" * 30 + half)
     recovered = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=5_000,
@@ -57,7 +46,7 @@ def test_recovery_only_rescans_after_the_recovery_point(tmp_path: Path) -> None:
     log.flush()
     position = log.convert_to_offset_metadata(50).relative_position_in_segment
     path = log.active_segment.log_path
-    crash(log)
+    crash_log(log)
     with open(path, "r+b") as f:  # rot a byte of flushed data before the recovery point
         f.seek(position + 100)
         byte = f.read(1)
@@ -65,7 +54,7 @@ def test_recovery_only_rescans_after_the_recovery_point(tmp_path: Path) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
     again = Log.open(tmp_path / "t-0", config, recovery_point=190, now_ms=NOW)
     assert again.log_end_offset == 200  # not re-validated: the flushed part is trusted
-    crash(again)
+    crash_log(again)
     from_zero = Log.open(tmp_path / "t-0", config, recovery_point=0, now_ms=NOW)
     assert from_zero.log_end_offset == 50  # a full scan stops at the rotten batch
 
@@ -76,7 +65,7 @@ def test_recovery_deletes_segments_after_a_truncated_one(tmp_path: Path) -> None
     for _ in range(20):
         log.append_as_leader(batch(5), 0, NOW)
     second = log.segments[1]
-    crash(log)
+    crash_log(log)
     with open(second.log_path, "r+b") as f:
         f.truncate(second.size - 3)
     again = Log.open(tmp_path / "t-0", config, recovery_point=0, now_ms=NOW)
@@ -119,7 +108,7 @@ def test_epochs_survive_recovery(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(batch(5), 1, NOW)
     log.append_as_leader(batch(5), 4, NOW)
-    crash(log)
+    crash_log(log)
     (log.dir / "leader-epoch-checkpoint").unlink()
     again = Log.open(log.dir, LogConfig(), recovery_point=0, now_ms=NOW)
     assert again.end_offset_for_epoch(1) == (1, 5)

@@ -4,7 +4,6 @@ creation and deletion, directory locks and the periodic tasks on an event loop."
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from kernel.log.log import Log
 from kernel.log.manager import CLEAN_SHUTDOWN_FILE, LogDirInUseError, LogManager
 from kernel.log.segment import LogSegment
 from kernel.protocol.records import SimpleRecord, build_batch
+from tests.unit.log_helpers import crash_log
 
 NOW = 1_700_000_000_000
 
@@ -35,14 +35,7 @@ def manager(dirs: list[Path], **kw: Any) -> LogManager:
 def crash(m: LogManager) -> None:
     """Stop without closing: no marker, indexes untrimmed, locks dropped."""
     for log in m.all_logs():
-        log.flush()
-        for segment in log.segments:
-            for index in (segment._offset_index, segment._time_index):
-                if index is not None:
-                    index._close_files()
-            if segment._fd >= 0:
-                os.close(segment._fd)
-                segment._fd = -1
+        crash_log(log)
     m._release_locks()
 
 

@@ -42,19 +42,12 @@ from kernel.protocol.records import (
     parse_control_record,
     read_batch_header,
 )
+from tests.unit.log_helpers import sample_records
 
 CODECS = list(Compression)
 MAX = 1 << 20
 
 
-def records(n: int = 5, ts: int = 1_000) -> list[SimpleRecord]:
-    return [
-        SimpleRecord(
-            value=b"value-%d" % i * 10, key=b"key-%d" % i, headers=[("h", b"%d" % i)],
-            timestamp=ts + i,
-        )
-        for i in range(n)
-    ]
 
 
 def assign(data: bytes, **kw: object) -> tuple[bytes, LogAppendInfo]:
@@ -83,14 +76,14 @@ def error_of(data: bytes, **kw: object) -> ErrorCode:
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 def test_our_batches_round_trip_for_every_codec(codec: Compression) -> None:
-    batch = build_batch(records(20), compression=codec)
+    batch = build_batch(sample_records(20), compression=codec)
     buf, info = assign(batch)
     assert info.first_offset == 100 and info.last_offset == 119
     assert info.records_count == 20 and info.valid_bytes == len(batch)
     assert info.max_timestamp == 1_019 and info.offset_of_max_timestamp == 119
     decoded = list(iter_records(buf))
     assert [r.offset for r in decoded] == list(range(100, 120))
-    assert [r.value for r in decoded] == [r.value for r in records(20)]
+    assert [r.value for r in decoded] == [r.value for r in sample_records(20)]
     assert decoded[3].key == b"key-3" and decoded[3].headers == (("h", b"3"),)
     assert decoded[3].timestamp == 1_003
     assert read_batch_header(buf).compression == codec
@@ -118,17 +111,17 @@ def test_kafka_python_batches_validate_and_decode(codec: Compression) -> None:
 
 
 def test_raw_snappy_as_librdkafka_writes_it_decodes() -> None:
-    plain = build_batch(records(10))
+    plain = build_batch(sample_records(10))
     payload = snappy.compress(plain[RECORD_BATCH_OVERHEAD:])
     batch = bytearray(plain[:RECORD_BATCH_OVERHEAD] + payload)
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, int(Compression.SNAPPY))
     buf, _ = assign(with_crc(batch))
-    assert [r.value for r in iter_records(buf)] == [r.value for r in records(10)]
+    assert [r.value for r in iter_records(buf)] == [r.value for r in sample_records(10)]
 
 
 def test_in_place_assignment_keeps_the_crc_valid_and_sets_the_epoch() -> None:
-    batch = build_batch(records(3), partition_leader_epoch=-1)
+    batch = build_batch(sample_records(3), partition_leader_epoch=-1)
     buf, info = assign(batch, next_offset=12345, leader_epoch=9)
     header = read_batch_header(buf)
     assert header.base_offset == 12345 and header.partition_leader_epoch == 9
@@ -139,7 +132,7 @@ def test_in_place_assignment_keeps_the_crc_valid_and_sets_the_epoch() -> None:
 
 
 def test_log_append_time_sets_the_type_bit_and_max_timestamp_and_fixes_the_crc() -> None:
-    buf, info = assign(build_batch(records(4)), log_append_time=True, now_ms=777)
+    buf, info = assign(build_batch(sample_records(4)), log_append_time=True, now_ms=777)
     header = read_batch_header(buf)
     assert header.timestamp_type is TimestampType.LOG_APPEND_TIME
     assert header.max_timestamp == 777 and header.crc == crc_of(buf)
@@ -148,12 +141,12 @@ def test_log_append_time_sets_the_type_bit_and_max_timestamp_and_fixes_the_crc()
 
 
 def test_create_time_reports_no_log_append_time() -> None:
-    _, info = assign(build_batch(records(2)))
+    _, info = assign(build_batch(sample_records(2)))
     assert info.log_append_time == -1
 
 
 def test_transactional_and_producer_fields_are_reported() -> None:
-    batch = build_batch(records(3), producer_id=5, producer_epoch=1, base_sequence=0,
+    batch = build_batch(sample_records(3), producer_id=5, producer_epoch=1, base_sequence=0,
                         is_transactional=True)
     _, info = assign(batch)
     assert info.has_transactional and not info.has_control
@@ -163,7 +156,7 @@ def test_transactional_and_producer_fields_are_reported() -> None:
 def test_coordinator_may_write_control_batches_and_several_batches() -> None:
     marker = build_control_batch(ControlRecordType.COMMIT, producer_id=5, producer_epoch=1,
                                  coordinator_epoch=3, timestamp=10)
-    data = build_batch(records(2)) + marker
+    data = build_batch(sample_records(2)) + marker
     _, info = assign(data, origin=AppendOrigin.COORDINATOR)
     assert info.has_control and info.batch_count == 2
     assert [b.base_offset for b in info.batches] == [100, 102]
@@ -175,20 +168,20 @@ def test_coordinator_may_write_control_batches_and_several_batches() -> None:
 
 
 def test_corrupt_crc_is_corrupt_message() -> None:
-    batch = bytearray(build_batch(records()))
+    batch = bytearray(build_batch(sample_records()))
     batch[-1] ^= 0xFF
     assert error_of(bytes(batch)) == ErrorCode.corrupt_message
 
 
 def test_truncated_batch_is_corrupt_message() -> None:
-    batch = build_batch(records())
+    batch = build_batch(sample_records())
     assert error_of(batch[:-1]) == ErrorCode.corrupt_message
     assert error_of(batch[:10]) == ErrorCode.corrupt_message
     assert error_of(batch[:40]) == ErrorCode.corrupt_message
 
 
 def test_partial_trailing_batch_is_corrupt_message() -> None:
-    batch = build_batch(records())
+    batch = build_batch(sample_records())
     assert error_of(batch + batch[:30]) == ErrorCode.corrupt_message
     assert error_of(batch + batch[:5], origin=AppendOrigin.COORDINATOR) == (
         ErrorCode.corrupt_message
@@ -197,20 +190,20 @@ def test_partial_trailing_batch_is_corrupt_message() -> None:
 
 @pytest.mark.parametrize("magic", [0, 1])
 def test_old_magic_is_invalid_record(magic: int) -> None:
-    batch = bytearray(build_batch(records()))
+    batch = bytearray(build_batch(sample_records()))
     batch[16] = magic
     err = error_of(bytes(batch))
     assert err == ErrorCode.invalid_record
 
 
 def test_unknown_magic_is_corrupt_message() -> None:
-    batch = bytearray(build_batch(records()))
+    batch = bytearray(build_batch(sample_records()))
     batch[16] = 3
     assert error_of(bytes(batch)) == ErrorCode.corrupt_message
 
 
 def test_record_count_mismatch_is_invalid_record() -> None:
-    batch = bytearray(build_batch(records(5)))
+    batch = bytearray(build_batch(sample_records(5)))
     struct.pack_into(">i", batch, RECORDS_COUNT_OFFSET, 4)
     assert error_of(with_crc(batch)) == ErrorCode.invalid_record
     struct.pack_into(">i", batch, RECORDS_COUNT_OFFSET, 0)
@@ -218,37 +211,37 @@ def test_record_count_mismatch_is_invalid_record() -> None:
 
 
 def test_batch_larger_than_max_message_bytes_is_message_too_large() -> None:
-    batch = build_batch(records(50))
+    batch = build_batch(sample_records(50))
     assert error_of(batch, max_message_bytes=len(batch) - 1) == ErrorCode.message_too_large
     assign(batch, max_message_bytes=len(batch))
 
 
 def test_client_rules() -> None:
     # a client batch starts at offset 0
-    assert error_of(build_batch(records(), base_offset=5)) == ErrorCode.invalid_record
+    assert error_of(build_batch(sample_records(), base_offset=5)) == ErrorCode.invalid_record
     # clients write no control batches
     marker = build_control_batch(ControlRecordType.ABORT, producer_id=1, producer_epoch=0,
                                  coordinator_epoch=0, timestamp=0)
     assert error_of(marker) == ErrorCode.invalid_record
     # a producer id needs a sequence
-    assert error_of(build_batch(records(), producer_id=3, producer_epoch=0)) == (
+    assert error_of(build_batch(sample_records(), producer_id=3, producer_epoch=0)) == (
         ErrorCode.invalid_record
     )
     # exactly one batch per partition, as Kafka's produce v3+
-    two = build_batch(records()) + build_batch(records())
+    two = build_batch(sample_records()) + build_batch(sample_records())
     assert error_of(two) == ErrorCode.invalid_record
     assert error_of(b"") == ErrorCode.invalid_record
 
 
 def test_unknown_codec_is_invalid_record() -> None:
-    batch = bytearray(build_batch(records()))
+    batch = bytearray(build_batch(sample_records()))
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, 5)
     assert error_of(with_crc(batch)) == ErrorCode.invalid_record
 
 
 def test_follower_validation_drops_a_partial_tail_and_rejects_reordering() -> None:
-    a, _ = assign(build_batch(records(3)), next_offset=0)
-    b, _ = assign(build_batch(records(3)), next_offset=3)
+    a, _ = assign(build_batch(sample_records(3)), next_offset=0)
+    b, _ = assign(build_batch(sample_records(3)), next_offset=3)
     headers, valid = validate_batches(bytes(a) + bytes(b) + bytes(b)[:20])
     assert [h.base_offset for h in headers] == [0, 3] and valid == len(a) + len(b)
     with pytest.raises(KafkaError) as e:
@@ -259,13 +252,13 @@ def test_follower_validation_drops_a_partial_tail_and_rejects_reordering() -> No
 
 
 def test_compacted_topics_need_keys() -> None:
-    assign(build_batch(records()), compacted=True)
+    assign(build_batch(sample_records()), compacted=True)
     assert error_of(build_batch([SimpleRecord(value=b"v")]), compacted=True) \
         == ErrorCode.invalid_record
 
 
 def test_convert_compression_keeps_offsets_and_producer_fields() -> None:
-    batch = build_batch(records(10), producer_id=8, producer_epoch=2, base_sequence=4)
+    batch = build_batch(sample_records(10), producer_id=8, producer_epoch=2, base_sequence=4)
     buf, info = assign(batch, next_offset=50)
     chunks, info = convert_compression([buf], info, Compression.ZSTD)
     out = join_chunks(chunks)

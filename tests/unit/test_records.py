@@ -10,7 +10,6 @@ from kernel.protocol.compression import Compression
 from kernel.protocol.records import (
     BATCH_HEADER,
     RECORD_BATCH_OVERHEAD,
-    SimpleRecord,
     build_batch,
     decode_batches,
     increment_sequence,
@@ -18,28 +17,21 @@ from kernel.protocol.records import (
     read_varint,
     write_varint,
 )
+from tests.unit.log_helpers import sample_records
 
 CODECS = list(Compression)
 
 
-def records(n: int = 5, ts: int = 1_000) -> list[SimpleRecord]:
-    return [
-        SimpleRecord(
-            value=b"value-%d" % i * 10, key=b"key-%d" % i, headers=[("h", b"%d" % i)],
-            timestamp=ts + i,
-        )
-        for i in range(n)
-    ]
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 def test_kafka_python_reads_our_batches(codec: Compression) -> None:
     """What consumers see: the Java-style framing we write decodes in another client."""
-    batch = build_batch(records(50), compression=codec, base_offset=100)
+    batch = build_batch(sample_records(50), compression=codec, base_offset=100)
     parsed = DefaultRecordBatch(bytes(batch))
     assert parsed.validate_crc()
     values = [r.value for r in parsed]
-    assert values == [r.value for r in records(50)]
+    assert values == [r.value for r in sample_records(50)]
     assert parsed.base_offset == 100
 
 
@@ -58,8 +50,8 @@ def test_sequence_wraps_like_kafka() -> None:
 
 
 def test_iter_batches_walks_a_log_range() -> None:
-    a = build_batch(records(2), base_offset=0)
-    b = build_batch(records(3), compression=Compression.LZ4, base_offset=2)
+    a = build_batch(sample_records(2), base_offset=0)
+    b = build_batch(sample_records(3), compression=Compression.LZ4, base_offset=2)
     decoded = decode_batches(bytes(a) + bytes(b) + bytes(a)[:17])
     assert [len(d.records) for d in decoded] == [2, 3]
     assert [h.base_offset for h, _ in iter_batches(bytes(a) + bytes(b))] == [0, 2]
