@@ -59,9 +59,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 def _find(ctx: RequestContext, key_type: int, key: str) -> _Found:
     services = ctx.services
     partition_of = services.coordinators.get(key_type)
+    if partition_of is None and key_type == CoordinatorType.SHARE:
+        # Share groups with no share coordinator: Kafka 4.3 sends no message.
+        return ErrorCode.invalid_request, None, -1, "", -1
     if partition_of is None and key_type not in (CoordinatorType.GROUP,
                                                  CoordinatorType.TRANSACTION):
-        # An unknown type, or share groups with no share coordinator.
         return _error(ErrorCode.invalid_request, f"unsupported key type {key_type}")
     operation, resource_type, denied = _AUTHORIZATION[CoordinatorType(key_type)]
     resource = CLUSTER_NAME if resource_type == "CLUSTER" else key

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -178,6 +179,17 @@ def find_an_unknown_key_type(pair: Pair, v: int) -> None:
     if v < 1:
         return find_a_group_coordinator(pair, v)
     pair.compare(find_coordinator(v, "x", key_type=7))
+    return None
+
+
+def find_a_share_coordinator(pair: Pair, v: int) -> None:
+    """Key type 2 (v6, share groups): neither broker runs a share coordinator (Kafka
+    4.3 does not without share.version), so both refuse it as INVALID_REQUEST."""
+    if v < 6:
+        return find_a_group_coordinator(pair, v)
+    answers = pair.compare(find_coordinator(v, f"{unique('share')}:{uuid.uuid4()}:0",
+                                            key_type=2))
+    assert _coordinator_error(answers.kafka) == ErrorCode.invalid_request
     return None
 
 
@@ -576,6 +588,7 @@ CASES: list[tuple[int, Case]] = [
     (FIND_COORDINATOR, find_coordinators_of_several_groups),
     (FIND_COORDINATOR, find_a_transaction_coordinator),
     (FIND_COORDINATOR, find_an_unknown_key_type),
+    (FIND_COORDINATOR, find_a_share_coordinator),
     (FIND_COORDINATOR, find_coordinator_of_an_empty_group_id),
     (JOIN_GROUP, join_a_new_group),
     (JOIN_GROUP, join_with_an_invalid_session_timeout),
