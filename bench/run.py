@@ -198,7 +198,8 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
     timeout = scale.run_timeout_s
     if w.kind == "produce":
         assert w.acks is not None
-        props = settings.producer_properties(w.acks, compression=w.compression)
+        props = settings.producer_properties(w.acks, compression=w.compression,
+                                             idempotent=w.idempotent)
         try:
             before: int | None = clients.log_size(b, w.topic, w.partitions)[1]
         except (KafkaException, RuntimeError):
@@ -208,7 +209,7 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
                 b, w.topic, value, w.records, props, timeout,
                 spread_over=w.partitions if w.spread else 0))
         elif w.client == "java":
-            java_props = settings.java_producer_properties(w.acks)
+            java_props = settings.java_producer_properties(w.acks, idempotent=w.idempotent)
             result = _measured(broker, lambda: clients.produce_java(
                 b, w.topic, w.record_size, w.records, java_props, timeout))
         else:

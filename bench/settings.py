@@ -58,6 +58,11 @@ MANY_PARTITIONS_RECORD_SIZE = 100
 # inflates and walks every compressed batch, which uncompressed workloads never pay.
 COMPRESSED_PRODUCE = ("zstd", "lz4")
 COMPRESSED_RECORD_SIZE = 1024
+# Idempotent produce workloads (issue 14): 100 B records, acks=all (idempotence needs it),
+# with the producer's enable.idempotence on: InitProducerId, then a sequence per batch
+# that the leader checks against the producer's last batches.
+IDEMPOTENT_PRODUCE_CLIENTS: tuple[Client, ...] = ("confluent", "java")
+IDEMPOTENT_RECORD_SIZE = 100
 
 
 @dataclass(frozen=True)
@@ -101,26 +106,30 @@ class ClientSettings:
     latency_fetch_wait_ms: tuple[int, ...] = (1, 500)
 
     def producer_properties(self, acks: str, linger_ms: int | None = None,
-                            compression: str | None = None) -> dict[str, str]:
+                            compression: str | None = None,
+                            idempotent: bool | None = None) -> dict[str, str]:
+        idempotence = self.enable_idempotence if idempotent is None else idempotent
         return {
             "acks": acks,
             "linger.ms": str(self.linger_ms if linger_ms is None else linger_ms),
             "batch.size": str(self.batch_size),
             "batch.num.messages": str(self.batch_num_messages),
             "compression.type": compression or self.compression_type,
-            "enable.idempotence": str(self.enable_idempotence).lower(),
+            "enable.idempotence": str(idempotence).lower(),
             "message.timeout.ms": str(self.message_timeout_ms),
         }
 
-    def java_producer_properties(self, acks: str) -> dict[str, str]:
+    def java_producer_properties(self, acks: str,
+                                 idempotent: bool | None = None) -> dict[str, str]:
         """The same settings for Kafka's Java producer, in its names. It has no
         batch.num.messages; delivery.timeout.ms stands for message.timeout.ms."""
+        idempotence = self.enable_idempotence if idempotent is None else idempotent
         return {
             "acks": acks,
             "linger.ms": str(self.linger_ms),
             "batch.size": str(self.batch_size),
             "compression.type": self.compression_type,
-            "enable.idempotence": str(self.enable_idempotence).lower(),
+            "enable.idempotence": str(idempotence).lower(),
             "delivery.timeout.ms": str(self.message_timeout_ms),
         }
 
@@ -168,6 +177,12 @@ class Workload:
     # Records go round-robin over all partitions of a topic of its own (the
     # many-partition workload); otherwise the client's partitioner chooses.
     spread: bool = False
+    # The producer's enable.idempotence, on for this workload alone.
+    idempotent: bool = False
+
+    @property
+    def _idem(self) -> str:
+        return "-idempotent" if self.idempotent else ""
 
     @property
     def _codec(self) -> str:
@@ -182,7 +197,7 @@ class Workload:
         if self.kind == "consume":
             return consume_topic(self.record_size, self.partitions if self.spread else None)
         return (f"bench-produce-{self.client}-{self.record_size}b-acks{self.acks}"
-                f"{self._codec}{self._spread}")
+                f"{self._codec}{self._spread}{self._idem}")
 
     @property
     def label(self) -> str:
@@ -190,12 +205,14 @@ class Workload:
         acks = f" acks={self.acks}" if self.acks else ""
         codec = "" if self.compression == "none" else f" {self.compression}"
         spread = f" x{self.partitions} parts" if self.spread else ""
-        return f"{self.kind} {self.client} {size}{acks}{codec}{spread}"
+        idem = " idempotent" if self.idempotent else ""
+        return f"{self.kind} {self.client} {size}{acks}{codec}{spread}{idem}"
 
     @property
     def key(self) -> str:
         acks = f"-acks{self.acks}" if self.acks else ""
-        return f"{self.kind}-{self.client}-{self.record_size}b{acks}{self._codec}{self._spread}"
+        return (f"{self.kind}-{self.client}-{self.record_size}b{acks}{self._codec}"
+                f"{self._spread}{self._idem}")
 
 
 def consume_topic(record_size: int, spread_over: int | None = None) -> str:
@@ -219,6 +236,10 @@ def workloads(scale: Scale, partitions: int) -> list[Workload]:
         found.append(Workload("produce", "confluent", COMPRESSED_RECORD_SIZE,
                               scale.records(COMPRESSED_RECORD_SIZE), "1", partitions,
                               compression=codec))
+    for client in IDEMPOTENT_PRODUCE_CLIENTS:
+        found.append(Workload("produce", client, IDEMPOTENT_RECORD_SIZE,
+                              scale.records(IDEMPOTENT_RECORD_SIZE), "all", partitions,
+                              idempotent=True))
     for client in CLIENTS:
         for size in RECORD_SIZES:
             n = scale.records(size)
