@@ -387,7 +387,7 @@ class KafkernelBroker(AdminBroker):
             'logging.level = "info"',
             "",
             "[plugins]",
-            'enabled = ["metadata_kraft", "coordinator"]',
+            'enabled = ["metadata_kraft", "coordinator", "txn"]',
             "",
             # As the reference Kafka is configured (reference/kafka.py): a group's
             # first join is not held back 3 s for more members.

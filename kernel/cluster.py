@@ -126,6 +126,10 @@ class MetadataBackend(Protocol):
     ) -> PartitionState:
         """Leader-driven ISR change (KIP-497); fenced by the epochs."""
 
+    async def allocate_producer_ids(self) -> range:
+        """A block of producer ids for this broker that no broker was given before,
+        restarts included (Kafka's AllocateProducerIds)."""
+
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

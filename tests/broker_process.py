@@ -32,7 +32,7 @@ class BrokerProcess:
     """``kafkernel serve`` on a free port; its log (JSON lines) goes to a file."""
 
     def __init__(self, workdir: Path, *overrides: str, coordinator_partitions: int = 1,
-                 plugins: tuple[str, ...] = ("metadata_kraft", "coordinator"),
+                 plugins: tuple[str, ...] = ("metadata_kraft", "coordinator", "txn"),
                  data: Path | None = None, port: int | None = None) -> None:
         """``data`` (default ``workdir/data``) and ``port`` (default: a free one) may be
         given to start a broker again on what an earlier one left."""

@@ -16,7 +16,7 @@ from typing import Any
 from kernel.config import load_config
 from kernel.server import Broker
 
-DEFAULT_PLUGINS = ("metadata_kraft", "coordinator")
+DEFAULT_PLUGINS = ("metadata_kraft", "coordinator", "txn")
 
 
 class EmbeddedBroker:

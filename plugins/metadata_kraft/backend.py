@@ -42,12 +42,17 @@ from .records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
 
 T = TypeVar("T")
+
+# Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: ids a broker gets per allocation.
+PRODUCER_ID_BLOCK_SIZE = 1000
+MAX_PRODUCER_ID = 2**63 - 1
 
 
 def _retrieve_result(task: asyncio.Task[Any]) -> None:
@@ -101,6 +106,7 @@ class KRaftMetadataBackend:
         self._started = False
         self._incarnation_id = uuid.uuid4()
         self._broker_epoch: int | None = None
+        self._next_producer_id = 0
         self._lock_fd = lock_fd
 
     # -- reading ----------------------------------------------------------------
@@ -156,6 +162,7 @@ class KRaftMetadataBackend:
             for _, records in batches:
                 for record in records:
                     delta.replay(record)
+            self._next_producer_id = delta.next_producer_id
             return delta.apply()
         except BaseException:
             self._metadata_log.close()
@@ -192,11 +199,12 @@ class KRaftMetadataBackend:
         return await asyncio.shield(task)
 
     async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
-        delta = MetadataDelta(self._image)
+        delta = MetadataDelta(self._image, self._next_producer_id)
         for record in records:
             delta.replay(record)
         image = delta.apply()
         await self._metadata_log.append(records)
+        self._next_producer_id = delta.next_producer_id
         self._publish(image)
         return image
 
@@ -231,6 +239,30 @@ class KRaftMetadataBackend:
             return epoch
 
         return await self._serialized(register)
+
+    # -- producer ids -----------------------------------------------------------
+
+    async def allocate_producer_ids(self) -> range:
+        """The next block of producer ids for this broker, as KRaft's
+        ProducerIdControlManager.generateNextProducerId: the block's end is fsynced in a
+        ProducerIdsRecord before the block is handed out."""
+
+        async def allocate() -> range:
+            first = self._next_producer_id
+            if first > MAX_PRODUCER_ID - PRODUCER_ID_BLOCK_SIZE:
+                raise KafkaError(
+                    ErrorCode.unknown_server_error,
+                    "Exhausted all producerIds as the next block's end producerId has "
+                    "exceeded the int64 type limit",
+                )
+            block = range(first, first + PRODUCER_ID_BLOCK_SIZE)
+            await self._commit([ProducerIdsRecord(
+                broker_id=self._node_id, broker_epoch=self._broker_epoch or 0,
+                next_producer_id=block.stop,
+            )])
+            return block
+
+        return await self._serialized(allocate)
 
     # -- topics -----------------------------------------------------------------
 

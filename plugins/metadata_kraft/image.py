@@ -23,6 +23,7 @@ from .records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -76,10 +77,15 @@ class MetadataDelta:
     ``replay`` raises MetadataLogError for a record that contradicts the state (a
     partition of an unknown topic, a second topic of one name): applied before a write,
     that is a controller bug caught before it reaches the log.
+
+    ``next_producer_id`` is the first producer id no block has taken (KRaft's
+    ProducerIdsImage); it is the controller's, not the brokers', so it stays out of the
+    ``ClusterImage``.
     """
 
-    def __init__(self, base: ClusterImage) -> None:
+    def __init__(self, base: ClusterImage, next_producer_id: int = 0) -> None:
         self._base = base
+        self.next_producer_id = next_producer_id
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._broker_configs: dict[int, dict[str, str]] | None = None
         self._topics: dict[uuid.UUID, _TopicBuilder] = {}
@@ -120,6 +126,8 @@ class MetadataDelta:
                 self._replay_remove_topic(record)
             case ConfigRecord():
                 self._replay_config(record)
+            case ProducerIdsRecord():
+                self._replay_producer_ids(record)
             case _:
                 raise MetadataLogError(f"cannot replay {record!r}")
 
@@ -175,6 +183,15 @@ class MetadataDelta:
         self._names[topic.name] = None
         if record.topic_id in self._base.topics_by_id:
             self._removed.add(record.topic_id)
+
+    def _replay_producer_ids(self, record: ProducerIdsRecord) -> None:
+        # As KRaft's ProducerIdControlManager.replay: the next block only moves forward.
+        if record.next_producer_id <= self.next_producer_id:
+            raise MetadataLogError(
+                f"ProducerIdsRecord moves the next producer id back from "
+                f"{self.next_producer_id} to {record.next_producer_id}"
+            )
+        self.next_producer_id = record.next_producer_id
 
     def _replay_config(self, record: ConfigRecord) -> None:
         if record.resource_type == ConfigResourceType.TOPIC:

@@ -2,8 +2,9 @@
 
 The records mirror KRaft's metadata record types: same names, api keys and meaning
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
-PartitionChangeRecord 5, RemoveTopicRecord 9). The controller changes state only by
-appending records, and the log is replayed at startup to rebuild the cluster image.
+PartitionChangeRecord 5, RemoveTopicRecord 9, ProducerIdsRecord 15). The controller
+changes state only by appending records, and the log is replayed at startup to rebuild
+the cluster image.
 
 Framing, big-endian. One batch holds every record of one controller change, so a change
 is replayed whole or not at all, as KRaft's atomic batches::
@@ -142,15 +143,29 @@ class RemoveTopicRecord:
     topic_id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids handed to a broker (KRaft's AllocateProducerIds): ids
+    below ``next_producer_id`` are taken, so no id is handed out twice, restarts
+    included."""
+
+    API_KEY: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord
-    | PartitionChangeRecord | RemoveTopicRecord
+    | PartitionChangeRecord | RemoveTopicRecord | ProducerIdsRecord
 )
 
 RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
     cls.API_KEY: cls
     for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
-                PartitionChangeRecord, RemoveTopicRecord)
+                PartitionChangeRecord, RemoveTopicRecord, ProducerIdsRecord)
 })
 
 # Resolved once: replay decodes every record of the log at startup.

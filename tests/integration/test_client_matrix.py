@@ -193,9 +193,8 @@ class KafkaPython(PythonClient):
     def new_producer(self, **conf: Any) -> Any:
         from kafka import KafkaProducer
 
-        # kafka-python 3 turns idempotence on by default; the broker has no
-        # InitProducerId yet.
-        return KafkaProducer(enable_idempotence=False, **conf)
+        # kafka-python 3's default: idempotent (the txn plugin serves InitProducerId).
+        return KafkaProducer(**conf)
 
     def new_consumer(self, **conf: Any) -> Any:
         from kafka import KafkaConsumer

@@ -78,7 +78,6 @@ def test_kafka_python_roundtrip(broker: EmbeddedBroker, codec: str | None) -> No
     topic = f"kp-{codec}"
     create_topic(broker.bootstrap, topic, partitions=2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec,
-                             enable_idempotence=False,
                              acks="all", linger_ms=5)
     for i in range(200):
         producer.send(topic, key=str(i).encode(), value=None if i == 3 else b"v" * i,

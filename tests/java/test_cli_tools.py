@@ -17,11 +17,6 @@ from kernel.testing.embedded import EmbeddedBroker
 from reference import tools
 from tests.java.conftest import image
 
-# The Java producer is idempotent by default, and Kafkernel does not serve InitProducerId
-# (API 22) yet: without this the console producer and producer-perf-test fail with "The
-# node does not support INIT_PRODUCER_ID". Drop it once Kafkernel serves the API.
-NO_IDEMPOTENCE = "enable.idempotence=false"
-
 
 def ok(result: tools.ToolResult) -> str:
     """The tool's stdout, once it exited 0."""
@@ -145,7 +140,7 @@ def test_console_producer_and_consumer(broker: EmbeddedBroker) -> None:
     ok(tools.run(tools.CONSOLE_PRODUCER, *b, "--topic", "console",
                  "--reader-property", "parse.key=true", "--reader-property", "parse.headers=true",
                  "--request-required-acks", "all", "--compression-codec", "zstd",
-                 "--command-property", NO_IDEMPOTENCE, stdin="\n".join(lines) + "\n"))
+                 stdin="\n".join(lines) + "\n"))
     assert log_offsets(broker, "console", 0) == (0, 3)
 
     # Two runs in one group: the first commits where it stopped, the second goes on there.
@@ -240,7 +235,7 @@ def test_producer_and_consumer_perf_test(broker: EmbeddedBroker) -> None:
     records = 2000
     out = ok(tools.run(tools.PRODUCER_PERFORMANCE, "--bootstrap-server", broker.bootstrap,
                        "--topic", "perf", "--num-records", str(records), "--record-size", "100",
-                       "--throughput", "-1", "--command-property", NO_IDEMPOTENCE, "acks=all",
+                       "--throughput", "-1", "--command-property", "acks=all",
                        "compression.type=lz4"))
     assert re.search(rf"^{records} records sent, ", out, re.MULTILINE), out
     assert sum(log_offsets(broker, "perf", p)[1] for p in (0, 1)) == records

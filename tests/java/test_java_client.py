@@ -17,10 +17,9 @@ from tests.java.conftest import CLIENT_CHECK, image, lines
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "1")
 PER_PRODUCER = 3  # KafkaClientCheck.RECORDS_PER_PRODUCER
-# Kafkernel does not serve InitProducerId (API 22) yet: an idempotent producer (the Java
-# client's default) fails with "The node does not support INIT_PRODUCER_ID". Set this to
-# True once it does; the acks=all producers are then idempotent (acks=1 cannot be).
-IDEMPOTENCE = False
+# The acks=all producers are idempotent, the Java client's default (the txn plugin serves
+# InitProducerId); acks=1 cannot be.
+IDEMPOTENCE = True
 
 
 def run_check(classes: Path, *args: str) -> str:

@@ -45,6 +45,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
+    22: (0, 5),   # InitProducerId
     23: (2, 4),   # OffsetForLeaderEpoch
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs

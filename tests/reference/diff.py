@@ -142,6 +142,8 @@ def normalise(value: Any, side: Side, *, ordered: bool = False,
         return "<cluster-id>"
     if name == "topic_id" and isinstance(value, uuid.UUID):
         return "<zero-uuid>" if value == ZERO_UUID else "<topic-id>"
+    if name == "producer_id" and isinstance(value, int) and value >= 0:
+        return "<producer-id>"  # each broker hands out its own
     if name.startswith("throttle_time"):
         return "<throttle>"
     if name in MEMBER_ID_FIELDS and isinstance(value, str) and (

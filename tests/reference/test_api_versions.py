@@ -38,7 +38,6 @@ GAPS: dict[int, str] = {
     8: "v10 (KIP-848's topic ids in commits) is planned with the KIP-848 consumer groups",
     9: "v10 (KIP-848's topic ids in fetches) is planned with the KIP-848 consumer groups",
     17: "SASL: planned, the auth_sasl plugin",
-    22: "idempotence and transactions: planned, the txn plugin",
     24: "transactions: planned, the txn plugin",
     25: "transactions: planned, the txn plugin",
     26: "transactions: planned, the txn plugin",
@@ -202,10 +201,12 @@ def test_every_advertised_key_has_conformance_cases() -> None:
         test_conformance_groups,
         test_conformance_log,
         test_conformance_topics,
+        test_conformance_txn,
     )
     covered = {API_VERSIONS} | {key for module in (test_conformance_groups,
                                                    test_conformance_log,
-                                                   test_conformance_topics)
+                                                   test_conformance_topics,
+                                                   test_conformance_txn)
                                 for key, _ in module.CASES}
     assert covered >= set(ADVERTISED)
 

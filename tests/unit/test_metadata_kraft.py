@@ -20,6 +20,8 @@ from kernel.config import ConfigError, ConfigSchema
 from kernel.protocol.errors import ErrorCode, KafkaError
 from plugins import metadata_kraft
 from plugins.metadata_kraft import KRaftMetadataBackend, KRaftSettings
+from plugins.metadata_kraft.backend import PRODUCER_ID_BLOCK_SIZE
+from plugins.metadata_kraft.image import MetadataDelta, empty_image
 from plugins.metadata_kraft.placement import assign_replicas
 from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
 from plugins.metadata_kraft.records import (
@@ -30,6 +32,7 @@ from plugins.metadata_kraft.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -564,3 +567,50 @@ def test_config_schema_hook() -> None:
     assert schema.build({"metadata.log.dir": "meta"}, "test.toml").metadata_log_dir == "meta"
     with pytest.raises(ConfigError, match="unknown key"):
         schema.build({"metadata.log.dirs": "x"}, "test.toml")
+
+
+# ---------------------------------------------------------------------------
+# producer id blocks
+# ---------------------------------------------------------------------------
+
+
+def test_producer_id_blocks_are_consecutive_and_disjoint(tmp_path: Path) -> None:
+    async def scenario(b: KRaftMetadataBackend) -> None:
+        first = await b.allocate_producer_ids()
+        second = await b.allocate_producer_ids()
+        assert first == range(0, PRODUCER_ID_BLOCK_SIZE)
+        assert second == range(PRODUCER_ID_BLOCK_SIZE, 2 * PRODUCER_ID_BLOCK_SIZE)
+
+    run(tmp_path, scenario)
+
+
+def test_producer_id_blocks_survive_a_reload_of_the_metadata_log(tmp_path: Path) -> None:
+    """A restarted controller replays the ProducerIdsRecords: it never hands out a block
+    it handed out before the restart."""
+    blocks: list[range] = []
+
+    async def allocate(b: KRaftMetadataBackend) -> None:
+        blocks.append(await b.allocate_producer_ids())
+        blocks.append(await b.allocate_producer_ids())
+
+    run(tmp_path, allocate)
+    run(tmp_path, allocate)
+    assert blocks == [range(i * PRODUCER_ID_BLOCK_SIZE, (i + 1) * PRODUCER_ID_BLOCK_SIZE)
+                      for i in range(4)]
+
+
+def test_concurrent_producer_id_allocations_get_distinct_blocks(tmp_path: Path) -> None:
+    async def scenario(b: KRaftMetadataBackend) -> None:
+        blocks = await asyncio.gather(*(b.allocate_producer_ids() for _ in range(5)))
+        ids = [i for block in blocks for i in block]
+        assert len(ids) == len(set(ids)) == 5 * PRODUCER_ID_BLOCK_SIZE
+
+    run(tmp_path, scenario)
+
+
+def test_a_producer_ids_record_that_moves_back_stops_replay(tmp_path: Path) -> None:
+    delta = MetadataDelta(empty_image("c", 1), next_producer_id=2000)
+    with pytest.raises(MetadataLogError, match="moves the next producer id back"):
+        delta.replay(ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1000))
+    delta.replay(ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=3000))
+    assert delta.next_producer_id == 3000

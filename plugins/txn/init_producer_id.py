@@ -1,0 +1,65 @@
+"""InitProducerId (key 22): v0-5, as Kafka's KafkaApis.handleInitProducerIdRequest and
+TransactionCoordinator.handleInitProducerId.
+
+Without a transactional id every request gets a fresh producer id and epoch 0, a given
+producer id and epoch (KIP-360, v3+) included: Kafka "blindly accepts" such a request,
+as an idempotent producer's state is not kept across ids. With a transactional id the
+request is checked as Kafka checks it (empty id, transaction timeout) and then answered
+COORDINATOR_NOT_AVAILABLE: the transaction coordinator is a later slice."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kernel.hookspecs import CLUSTER_NAME
+from kernel.protocol.build import make, response_module
+from kernel.protocol.errors import KafkaError
+from kernel.requests import RequestContext
+from plugins.txn.producer_ids import ProducerIdManager
+from plugins.txn.settings import TxnSettings
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+async def handle(producer_ids: ProducerIdManager, settings: TxnSettings,
+                 ctx: RequestContext, request: Any) -> Any:
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
+        if not ctx.authorize(ctx.session, "WRITE", "TRANSACTIONAL_ID", transactional_id):
+            return _answer(ctx, ErrorCode.transactional_id_authorization_failed)
+    # Kafka also allows a principal with WRITE on any topic; authorizers here answer
+    # for one resource at a time, so IDEMPOTENT_WRITE on the cluster is what counts.
+    elif not ctx.authorize(ctx.session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME):
+        return _answer(ctx, ErrorCode.cluster_authorization_failed)
+    # v0-2 lack both fields: their defaults are (-1, -1).
+    producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
+    producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return _answer(ctx, ErrorCode.invalid_request)
+    if transactional_id is None:
+        try:
+            return _answer(ctx, ErrorCode.none, await producer_ids.generate_producer_id(), 0)
+        except KafkaError as e:
+            ctx.services.log.warning("no producer id to hand out", error=str(e))
+            return _answer(ctx, e.error_code)
+    if not transactional_id:
+        return _answer(ctx, ErrorCode.invalid_request)
+    timeout_ms = request.transaction_timeout // datetime.timedelta(milliseconds=1)
+    if not 0 < timeout_ms <= settings.transaction_max_timeout_ms:
+        return _answer(ctx, ErrorCode.invalid_transaction_timeout)
+    return _answer(ctx, ErrorCode.coordinator_not_available)
+
+
+def _answer(ctx: RequestContext, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
+            producer_epoch: int = NO_PRODUCER_EPOCH) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
+    return make(m.InitProducerIdResponse, throttle_time=datetime.timedelta(0),
+                error_code=error, producer_id=producer_id, producer_epoch=producer_epoch)
