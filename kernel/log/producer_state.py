@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
@@ -76,9 +77,9 @@ def _add_seq(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """One appended batch of a producer (Kafka's BatchMetadata)."""
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer (Kafka's BatchMetadata); a tuple, as one is
+    made per idempotent batch appended."""
 
     last_seq: int
     last_offset: int
@@ -117,13 +118,6 @@ class ProducerStateEntry:
     def last_data_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
-    def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(
-            self.producer_id, self.producer_epoch,
-            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.last_timestamp,
-            self.coordinator_epoch, self.current_txn_first_offset,
-        )
-
     def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int,
                   timestamp: int) -> None:
         if epoch != self.producer_epoch:  # a new epoch starts a new sequence history
@@ -153,12 +147,13 @@ class ProducerAppendInfo:
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
-        self.updated = (current.copy() if current is not None
-                        else ProducerStateEntry(producer_id))
-        if current is not None:
-            # Kafka's withProducerId: the update keeps the epoch and starts empty, so
-            # the checks see this append's own batches first.
-            self.updated.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        # Kafka's withProducerId: the update keeps the epoch with no batches, so the
+        # checks see this append's own batches first.
+        self.updated = ProducerStateEntry(producer_id) if current is None else \
+            ProducerStateEntry(producer_id, current.producer_epoch,
+                               last_timestamp=current.last_timestamp,
+                               coordinator_epoch=current.coordinator_epoch,
+                               current_txn_first_offset=current.current_txn_first_offset)
 
     def append(self, header: BatchHeader) -> None:
         """Check one data batch (offsets assigned) and record it. Raises KafkaError:
@@ -214,17 +209,16 @@ class ProducerAppendInfo:
                 f"number), {last_seq} (current end sequence number)",
             )
 
-    def to_entry(self) -> ProducerStateEntry:
-        """The producer's state after the append: the earlier batches of its epoch
-        followed by this append's."""
+    def apply(self, producers: dict[int, ProducerStateEntry]) -> None:
+        """Make the append's update the producer's state: the earlier batches of its
+        epoch followed by this append's (Kafka's ProducerStateEntry.update)."""
         updated = self.updated
         current = self.current
         if current is None or current.producer_epoch != updated.producer_epoch:
-            return updated
-        entry = current.copy()
-        entry.batches.extend(updated.batches)
-        entry.last_timestamp = updated.last_timestamp
-        return entry
+            producers[self.producer_id] = updated
+            return
+        current.batches.extend(updated.batches)
+        current.last_timestamp = updated.last_timestamp
 
 
 class ProducerStateManager:
@@ -278,8 +272,8 @@ class ProducerStateManager:
                         next_offset: int) -> None:
         """Apply what :meth:`prepare_append` checked, once the batches are written."""
         if updates:
-            for pid, info in updates.items():
-                self.producers[pid] = info.to_entry()
+            for info in updates.values():
+                info.apply(self.producers)
         self.map_end_offset = next_offset
 
     def replay(self, headers: Iterable[BatchHeader]) -> None:
