@@ -418,11 +418,7 @@ class BrokerConfig:
     producer_id_expiration_ms: int = setting(
         "producer.id.expiration.ms", 86400000, "Time after its last write that a "
         "partition forgets an idempotent producer's sequence numbers.",
-        check=int_at_least(1),
-    )
-    producer_id_expiration_check_interval_ms: int = setting(
-        "producer.id.expiration.check.interval.ms", 600000, "How often expired producer "
-        "ids are removed.", check=int_at_least(1),
+        check=int_at_least(1), dynamic=True,
     )
     min_insync_replicas: int = setting(
         "min.insync.replicas", 1, "ISR size below which acks=all produce fails.",
