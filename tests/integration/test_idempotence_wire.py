@@ -67,6 +67,7 @@ def test_a_batch_resent_after_the_connection_dropped_is_not_appended_twice(
 def refused(answer: Any, code: ErrorCode) -> None:
     assert answer.error_code == code, (answer.error_code, answer.error_message)
     assert answer.base_offset == -1
+    assert answer.log_start_offset == 0  # as Kafka answers these
     assert answer.error_message
 
 
