@@ -114,10 +114,6 @@ class ProducerStateEntry:
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
-
     def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int,
                   timestamp: int) -> None:
         if epoch != self.producer_epoch:  # a new epoch starts a new sequence history
