@@ -415,6 +415,11 @@ class BrokerConfig:
         "log.cleaner.min.cleanable.ratio", 0.5, "Dirty ratio that triggers compaction.",
         check=between(0, 1), dynamic=True,
     )
+    producer_id_expiration_ms: int = setting(
+        "producer.id.expiration.ms", 86400000, "Time after its last write that a "
+        "partition forgets an idempotent producer's sequence numbers.",
+        check=int_at_least(1), dynamic=True,
+    )
     min_insync_replicas: int = setting(
         "min.insync.replicas", 1, "ISR size below which acks=all produce fails.",
         check=int_at_least(1), dynamic=True,

@@ -44,6 +44,10 @@ EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 # period, since the client chooses how often to send one.
 _REFUSED_INPUT = frozenset({ErrorCode.corrupt_message, ErrorCode.invalid_record,
                             ErrorCode.message_too_large})
+# The log's producer-state checks: Kafka answers them with the log start offset
+# (ReplicaManager's catch-all, processFailedRecord).
+_PRODUCER_STATE_ERRORS = frozenset({ErrorCode.out_of_order_sequence_number,
+                                    ErrorCode.invalid_producer_epoch})
 
 
 @dataclass(slots=True)
@@ -105,6 +109,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 if isinstance(e, RecordValidationError):
                     result.record_errors = e.record_errors
                     # Kafka reports it with record errors (processFailedRecord).
+                    result.log_start_offset = partition.log.log_start_offset
+                elif e.error_code in _PRODUCER_STATE_ERRORS:
                     result.log_start_offset = partition.log.log_start_offset
                 if e.error_code in _REFUSED_INPUT and services.refused_input_notices.due(
                         ctx.session.peer.rsplit(":", 1)[0]):

@@ -9,6 +9,8 @@ and its codecs are :mod:`kernel.protocol.records` and :mod:`kernel.protocol.comp
 - :mod:`kernel.log.leader_epoch`, :mod:`kernel.log.checkpoint`: Kafka's checkpoint files.
 - :mod:`kernel.log.log_config`: :class:`LogConfig`, the topic configs a log honours.
 - :mod:`kernel.log.local_log`: :class:`LocalLog`, one partition's segment list.
+- :mod:`kernel.log.producer_state`: Kafka's ProducerStateManager, idempotent producers'
+  epochs and sequences, snapshots and expiry.
 - :mod:`kernel.log.loader`: :class:`LogLoader`, recovery when a log opens.
 - :mod:`kernel.log.log`: :class:`Log` (Kafka's UnifiedLog), one partition.
 - :mod:`kernel.log.manager`: :class:`LogManager`, every log of a broker.

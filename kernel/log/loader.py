@@ -6,19 +6,23 @@ active segment's tail after its last index entry; otherwise the segments from th
 recovery point on are re-validated (framing, CRC, increasing offsets), their indexes
 rebuilt and the log truncated at the first invalid batch, and the leader epochs of the
 recovered batches assigned again. The checkpointed log start offset and the leader
-epoch cache are then trimmed to the log's ends.
+epoch cache are then trimmed to the log's ends, and the producer state is rebuilt: the
+latest ``.snapshot`` at or below the log end offset, then the batch headers after it
+(:func:`rebuild_producer_state`).
 """
 
 from __future__ import annotations
 
 import os
 from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernel.log.leader_epoch import LeaderEpochFileCache
 from kernel.log.local_log import new_segment
 from kernel.log.log_config import LogConfig
+from kernel.log.producer_state import ProducerStateManager
 from kernel.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -54,6 +58,7 @@ class LogLoader:
         had_clean_shutdown: bool,
         leader_epoch_cache: LeaderEpochFileCache,
         now_ms: int,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         self.dir = directory
         self.config = config
@@ -62,6 +67,7 @@ class LogLoader:
         self.had_clean_shutdown = had_clean_shutdown
         self.leader_epoch_cache = leader_epoch_cache
         self.now_ms = now_ms
+        self.producer_state = producer_state
 
     def load(self) -> tuple[list[LogSegment], LoadedLogOffsets]:
         """The segments, oldest first (the last one active), and the offsets."""
@@ -98,6 +104,8 @@ class LogLoader:
         )
         epochs.truncate_from_end(log_end_offset)
         epochs.truncate_from_start(start)
+        if self.producer_state is not None:
+            rebuild_producer_state(self.producer_state, segments, start, log_end_offset, now)
         return segments, LoadedLogOffsets(start, recovery, log_end_offset)
 
     def _remove_temp_files_and_collect_bases(self) -> list[int]:
@@ -141,3 +149,43 @@ class LogLoader:
                     later.delete()
                 return segments[: i + 1]
         return segments
+
+
+def rebuild_producer_state(
+    state: ProducerStateManager, segments: Sequence[LogSegment], log_start_offset: int,
+    log_end_offset: int, now_ms: int,
+) -> None:
+    """Kafka's rebuildProducerState: the latest snapshot at or below the log end offset,
+    then the batch headers from it to the log end. Without any snapshot (a log written
+    before snapshots existed) only the last two segments are read, as Kafka does, so
+    opening an old log does not read it all; producers older than that are unknown and
+    their next batch is accepted whatever its sequence (KIP-360)."""
+    snapshot = state.load_latest_snapshot(log_end_offset, now_ms)
+    if snapshot is None:
+        start = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+        state.producers.clear()
+    else:
+        start = snapshot
+    start = max(start, log_start_offset)
+    state.replay(headers_between(segments, start, log_end_offset))
+    state.map_end_offset = log_end_offset
+
+
+def headers_between(
+    segments: Sequence[LogSegment], start: int, end: int
+) -> Iterator[BatchHeader]:
+    """The headers of the batches holding offsets in [start, end), records unread."""
+    for i, segment in enumerate(segments):
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+            continue
+        position = 0
+        if segment.base_offset < start:
+            found = segment.translate_offset(start)
+            if found is None:
+                continue
+            position = found[0]
+        for _, header in segment.scan_headers(position):
+            if header.base_offset >= end:
+                return
+            if header.base_offset + header.last_offset_delta >= start:
+                yield header

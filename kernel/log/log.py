@@ -5,13 +5,15 @@ It owns the log start offset, the leader epoch cache and the offsets a reader ma
 (the last stable offset); it validates appends (:mod:`kernel.log.validator`) and decides
 when to roll, what retention and DeleteRecords delete and what truncation keeps. The
 segments, the log end offset and the recovery point are its :class:`LocalLog`'s;
-opening goes through :class:`LogLoader`. Producer state and the transaction index,
-when they come, belong here too. The high watermark is the replica layer's
-(:mod:`kernel.replica.partition`) for now.
+opening goes through :class:`LogLoader`. It owns the partition's producer state
+(:class:`ProducerStateManager`): idempotent appends are checked against it, snapshots
+are taken at each roll and on close. The transaction index, when it comes, belongs here
+too. The high watermark is the replica layer's (:mod:`kernel.replica.partition`) for now.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,9 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kernel.log.leader_epoch import LeaderEpochFileCache
-from kernel.log.loader import LogLoader
+from kernel.log.loader import LogLoader, rebuild_producer_state
 from kernel.log.local_log import DeleteFilesLater, LocalLog, storage_error
 from kernel.log.log_config import LogConfig
+from kernel.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerStateManager,
+)
 from kernel.log.segment import (
     FetchDataInfo,
     LogOffsetMetadata,
@@ -86,6 +93,7 @@ class Log:
         log_start_offset: int,
         leader_epoch_cache: LeaderEpochFileCache,
         callbacks: LogCallbacks,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         self._local = local_log
         # the directory's identity, fixed for the log's life
@@ -94,6 +102,10 @@ class Log:
         self._log_start_offset = log_start_offset
         self._epochs = leader_epoch_cache
         self._callbacks = callbacks
+        if producer_state is None:
+            producer_state = ProducerStateManager(self.dir, self.name)
+            producer_state.map_end_offset = local_log.log_end_offset
+        self._producer_state = producer_state
         self._flush_lock = threading.Lock()  # one flush at a time; the loop never waits
 
     # -- loading --------------------------------------------------------------------
@@ -109,16 +121,19 @@ class Log:
         had_clean_shutdown: bool = False,
         callbacks: LogCallbacks | None = None,
         now_ms: int | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Load (or create) the partition directory (see :mod:`kernel.log.loader`)."""
         now = _wall_ms() if now_ms is None else now_ms
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         epochs = LeaderEpochFileCache(directory)
+        producer_state = ProducerStateManager(
+            directory, directory.name, producer_id_expiration_ms)
         segments, offsets = LogLoader(
             directory, config, recovery_point=recovery_point,
             log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
-            leader_epoch_cache=epochs, now_ms=now,
+            leader_epoch_cache=epochs, now_ms=now, producer_state=producer_state,
         ).load()
         callbacks = callbacks or LogCallbacks()
         local_log = LocalLog(
@@ -128,7 +143,7 @@ class Log:
         )
         return cls(
             local_log, log_start_offset=offsets.log_start_offset,
-            leader_epoch_cache=epochs, callbacks=callbacks,
+            leader_epoch_cache=epochs, callbacks=callbacks, producer_state=producer_state,
         )
 
     # -- state ----------------------------------------------------------------------
@@ -188,6 +203,15 @@ class Log:
         return self._epochs
 
     @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Drop the producers idle past producer.id.expiration.ms (the log manager's
+        periodic check). Returns how many went."""
+        return self._producer_state.remove_expired_producers(now_ms)
+
+    @property
     def latest_epoch(self) -> int | None:
         return self._epochs.latest_epoch
 
@@ -223,12 +247,16 @@ class Log:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Validate, assign offsets from the log end offset and append.
+        """Validate, assign offsets from the log end offset, check the producer
+        state and append. A client's retried batch (same producer, epoch and sequence
+        range as one of the producer's last 5) is not appended: the answer carries the
+        original batch's offsets and ``duplicate``.
 
         Raises KafkaError: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE (see
-        :func:`validator.validate_and_assign_offsets`), RECORD_LIST_TOO_LARGE (larger
-        than segment.bytes), KAFKA_STORAGE_ERROR (I/O), NOT_LEADER_OR_FOLLOWER (log
-        closed).
+        :func:`validator.validate_and_assign_offsets`), INVALID_PRODUCER_EPOCH,
+        OUT_OF_ORDER_SEQUENCE_NUMBER (see :mod:`kernel.log.producer_state`),
+        RECORD_LIST_TOO_LARGE (larger than segment.bytes), KAFKA_STORAGE_ERROR (I/O),
+        NOT_LEADER_OR_FOLLOWER (log closed).
         """
         self._check_open()
         local = self._local
@@ -240,14 +268,30 @@ class Log:
             origin=origin, log_start_offset=self._log_start_offset,
             compacted=config.compact, topic_partition=self.name,
         )
+        state = self._producer_state
+        duplicate, updates = state.prepare_append(info.batches, origin)
+        if duplicate is not None:
+            return self._duplicate_info(duplicate)
         if config.compression_type != "producer":
             target = config.target_compression
             if target is not None:
                 chunks, info = convert_compression(chunks, info, target)
         self._append(chunks, info.batches, info.max_timestamp, now_ms)
+        state.complete_append(updates, local.log_end_offset)
         if leader_epoch >= 0:
             self._epochs.assign(leader_epoch, info.first_offset)
         return info
+
+    def _duplicate_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
+        # As Kafka's UnifiedLog.append: the original offsets, and its timestamp as the
+        # log append time.
+        return LogAppendInfo(
+            first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+            max_timestamp=duplicate.timestamp, offset_of_max_timestamp=duplicate.last_offset,
+            log_append_time=duplicate.timestamp, log_start_offset=self._log_start_offset,
+            records_count=0, valid_bytes=0, has_transactional=False, has_control=False,
+            duplicate=True,
+        )
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, now_ms: int | None = None
@@ -280,7 +324,9 @@ class Log:
         for b in batches:
             if b.max_timestamp > max_ts:
                 max_ts, offset_of_max = b.max_timestamp, b.last_offset
+        _, updates = self._producer_state.prepare_append(batches, AppendOrigin.REPLICATION)
         self._append([view[:valid]], batches, max_ts, now)
+        self._producer_state.complete_append(updates, self._local.log_end_offset)
         for b in batches:
             if b.partition_leader_epoch >= 0:
                 self._epochs.assign(b.partition_leader_epoch, b.base_offset)
@@ -337,8 +383,16 @@ class Log:
         local = self._local
         active = local.segments[-1]
         segment = local.roll(expected_next_offset, now)
-        if segment is not active and self._callbacks.on_segment_rolled is not None:
-            self._callbacks.on_segment_rolled(self, segment.base_offset)
+        if segment is not active:
+            # Kafka snapshots the producer state at each new segment: loading then
+            # replays at most the active segment. Not fsynced here (the event loop);
+            # a torn snapshot fails its CRC at load and an older one is used.
+            try:
+                self._producer_state.take_snapshot(segment.base_offset, sync=False)
+            except OSError as e:
+                raise storage_error(self.name, e) from e
+            if self._callbacks.on_segment_rolled is not None:
+                self._callbacks.on_segment_rolled(self, segment.base_offset)
         return segment
 
     # -- reads ----------------------------------------------------------------------
@@ -545,6 +599,7 @@ class Log:
             return 0
         local.remove_and_delete_segments(doomed)
         first = local.segments[0].base_offset
+        self._producer_state.delete_snapshots_before(first)
         if first > self._log_start_offset:
             self._log_start_offset = first
             self._epochs.truncate_from_start(self._log_start_offset)
@@ -569,6 +624,8 @@ class Log:
         local.truncate_to(offset)
         self._log_start_offset = min(self._log_start_offset, offset)
         self._epochs.truncate_from_end(offset)
+        rebuild_producer_state(self._producer_state, local.segments, self._log_start_offset,
+                               local.log_end_offset, _wall_ms())
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int, now_ms: int | None = None) -> None:
@@ -579,6 +636,7 @@ class Log:
         self._local.truncate_fully_and_start_at(new_offset, now)
         self._log_start_offset = new_offset
         self._epochs.clear()
+        self._producer_state.clear(new_offset)
         if self._callbacks.on_log_start_offset_changed is not None:
             self._callbacks.on_log_start_offset_changed(self)
 
@@ -590,6 +648,10 @@ class Log:
             return
         if flush:
             self.flush()
+            # A clean close loads from this snapshot alone; without it the next open
+            # replays the batches instead.
+            with contextlib.suppress(OSError):
+                self._producer_state.take_snapshot(self._local.log_end_offset)
         # No flush lock: a flush still running in a worker skips what closes under it,
         # and the event loop (deleting a topic) must not wait for its fsync.
         self._local.close()

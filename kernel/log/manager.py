@@ -143,6 +143,7 @@ class LogManager:
         on_flush: Callable[[float], None] | None = None,
         logger: Any = None,
         time_ms: Callable[[], int] = _wall_ms,
+        producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
@@ -156,6 +157,8 @@ class LogManager:
         self._on_flush = on_flush
         self._log = logger if logger is not None else structlog.get_logger("kafkernel.log")
         self._time_ms = time_ms
+        # Kafka's internal producer.id.expiration.check.interval.ms (not a broker config)
+        self._producer_expiration_check_ms = producer_id_expiration_check_interval_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: dict[Path, int] = {}
         self._loaded = False
@@ -200,6 +203,7 @@ class LogManager:
         self._broker_config = broker_config
         for (topic, _), log in self._logs.items():
             log.update_config(self.config_for(topic))
+            log.producer_state.producer_id_expiration_ms = broker_config.producer_id_expiration_ms
 
     # -- loading ------------------------------------------------------------------------
 
@@ -273,6 +277,7 @@ class LogManager:
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
                 had_clean_shutdown=clean, callbacks=self._callbacks, now_ms=self._time_ms(),
+                producer_id_expiration_ms=self._broker_config.producer_id_expiration_ms,
             )
             loaded += 1
         if clean:
@@ -335,6 +340,7 @@ class LogManager:
         log = Log.open(
             directory, config, had_clean_shutdown=False, callbacks=self._callbacks,
             now_ms=self._time_ms(),
+            producer_id_expiration_ms=self._broker_config.producer_id_expiration_ms,
         )
         self._logs[(topic, partition)] = log
         return log
@@ -509,6 +515,7 @@ class LogManager:
         self._every(config.log_retention_check_interval_ms, self.run_retention)
         self._every(config.log_flush_scheduler_interval_ms, self.flush_dirty_logs)
         self._every(config.log_flush_offset_checkpoint_interval_ms, self.checkpoint)
+        self._every(self._producer_expiration_check_ms, self.remove_expired_producers)
 
     def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]]) -> None:
         if interval_ms <= 0 or interval_ms >= _NEVER_MS:
@@ -536,6 +543,13 @@ class LogManager:
             hw = self._high_watermark(log) if self._high_watermark is not None else None
             deleted += log.delete_retention_exceeded(now, hw)
         return deleted
+
+    async def remove_expired_producers(self) -> int:
+        """producer.id.expiration.ms: drop the idle producers of every log; returns how
+        many went."""
+        now = self._time_ms()
+        return sum(log.remove_expired_producers(now) for log in list(self._logs.values())
+                   if not log.closed)
 
     async def flush_dirty_logs(self) -> None:
         """flush.ms: fsync the logs whose last flush is older than their flush.ms."""

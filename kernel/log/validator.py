@@ -86,6 +86,9 @@ class LogAppendInfo:
     has_transactional: bool
     has_control: bool
     batches: list[BatchHeader] = field(default_factory=list)  # as written (offsets assigned)
+    # A producer's retried batch already in the log: nothing was appended and the
+    # offsets are the original batch's (Kafka answers it as a success).
+    duplicate: bool = False
 
     @property
     def batch_count(self) -> int:

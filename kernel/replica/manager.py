@@ -180,17 +180,21 @@ class ReplicaManager:
                        required_acks: int, now_ms: int) -> LogAppendInfo:
         """Append a batch (or several) to a leader replica, all of Kafka's
         ``appendRecords`` for one partition: the leader and min.insync.replicas checks
-        (acks=-1), batch validation and offset assignment (the log), producer state,
-        then the replica bookkeeping: the high watermark and the purgatories it wakes.
-        Raises :class:`KafkaError` and appends nothing when a check fails. One call per
+        (acks=-1), batch validation, offset assignment and the producer state's checks
+        (the log; a retried batch is answered with its original offsets), then the
+        replica bookkeeping: the high watermark and the purgatories it wakes. Raises
+        :class:`KafkaError` and appends nothing when a check fails. One call per
         partition, no await: Produce's hot path."""
         info = partition.append_records_to_leader(
             records, required_acks, partition.log.config.min_insync_replicas, now_ms
         )
-        # Producer state, before the high watermark can pass the records (Kafka's log
-        # updates it inside the append): a plugin that tracks transactions sees the
-        # append here and holds back the last stable offset (update_first_unstable_offset)
-        # before any READ_COMMITTED fetch can read them.
+        if info.duplicate:  # a retried batch already in the log: nothing was appended
+            return info
+        # The producer-state point, before the high watermark can pass the records (the
+        # log keeps idempotent producers' state inside the append, as Kafka's does): a
+        # plugin that tracks transactions sees the append here and holds back the last
+        # stable offset (update_first_unstable_offset) before any READ_COMMITTED fetch
+        # can read them.
         self._plugins.log_appended(partition.topic, partition.partition, info.first_offset,
                                    info.last_offset)
         # With an ISR of one the high watermark moves now and wakes Produce and Fetch.

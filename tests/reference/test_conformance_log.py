@@ -5,6 +5,7 @@ to Kafkernel and compared field by field (the fetched record bytes included)."""
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -104,6 +105,35 @@ def produce_records(pair: Pair, v: int) -> None:
     create_topic(pair, name)
     produced(pair, v, name, batch(b"a", b"b"), ErrorCode.none)
     produced(pair, v, name, batch(b"c", compression=Compression.GZIP), ErrorCode.none)
+    return None
+
+
+def idempotent(value: bytes, seq: int, epoch: int = 1, pid: int = 7_000) -> bytes:
+    """A batch of an idempotent producer, its id set directly; timestamped now, since a
+    producer's state expires producer.id.expiration.ms after its last batch's time."""
+    now = int(time.time() * 1000)
+    return build_batch([SimpleRecord(key=b"k", value=value, timestamp=now)], producer_id=pid,
+                       producer_epoch=epoch, base_sequence=seq)
+
+
+def produce_idempotent(pair: Pair, v: int) -> None:
+    """Producer state: a retry answered with the original offset (and, as Kafka, the
+    batch's timestamp as log_append_time), a sequence gap, an old epoch, a new epoch
+    not at 0, an unknown producer id starting anywhere (KIP-360)."""
+    if v in PRODUCE_REFUSED:
+        return produce_at_a_refused_version(pair, v)
+    name = unique("pr-idempotent")
+    create_topic(pair, name)
+    first = idempotent(b"a", 0)
+    produced(pair, v, name, first, ErrorCode.none)
+    produced(pair, v, name, idempotent(b"b", 1), ErrorCode.none)
+    retry = produced(pair, v, name, first, ErrorCode.none)
+    assert retry.kafka.responses[0].partition_responses[0].base_offset == 0
+    produced(pair, v, name, idempotent(b"gap", 5), ErrorCode.out_of_order_sequence_number)
+    produced(pair, v, name, idempotent(b"old", 2, epoch=0), ErrorCode.invalid_producer_epoch)
+    produced(pair, v, name, idempotent(b"new", 3, epoch=2),
+             ErrorCode.out_of_order_sequence_number)
+    produced(pair, v, name, idempotent(b"x", 9, pid=7_001), ErrorCode.none)
     return None
 
 
@@ -392,6 +422,7 @@ CASES: list[tuple[int, Case]] = [
     (PRODUCE, produce_a_batch_too_large),
     (PRODUCE, produce_with_invalid_acks),
     (PRODUCE, produce_to_a_compacted_topic_without_key),
+    (PRODUCE, produce_idempotent),
     (FETCH, fetch_records),
     (FETCH, fetch_at_the_end),
     (FETCH, fetch_out_of_range),

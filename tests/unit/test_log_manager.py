@@ -369,3 +369,33 @@ def test_concurrent_checkpoint_writes_neither_fail_nor_go_back(tmp_path: Path) -
         assert written == {("t", 0): 119}
 
     asyncio.run(scenario())
+
+
+def test_producer_id_expiration_runs_periodically(tmp_path: Path) -> None:
+    """Every producer.id.expiration.check.interval.ms (Kafka's internal setting) the
+    manager drops every log's producers idle for producer.id.expiration.ms after their
+    last batch's timestamp."""
+    clock = [NOW]
+    config = BrokerConfig(producer_id_expiration_ms=120_000)
+
+    async def scenario() -> None:
+        m = LogManager([tmp_path], config, time_ms=lambda: clock[0],
+                       producer_id_expiration_check_interval_ms=10)
+        await m.start()
+        log = m.get_or_create_log("t", 0)
+        idempotent = build_batch([SimpleRecord(value=b"v", timestamp=NOW)], producer_id=7,
+                                 producer_epoch=0, base_sequence=0)
+        log.append_as_leader(idempotent, 0, clock[0])
+        await asyncio.sleep(0.05)
+        assert 7 in log.producer_state.producers
+        # the setting is dynamic: a lower value applies to the logs open now
+        m.update_broker_config(BrokerConfig(producer_id_expiration_ms=60_000))
+        clock[0] = NOW + 60_000
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if not log.producer_state.producers:
+                break
+        assert log.producer_state.producers == {}
+        await m.stop()
+
+    asyncio.run(scenario())
