@@ -129,6 +129,14 @@ def runtime(writer: InMemoryPartitionWriter, timer: Timer, **kwargs: Any) -> Run
     return r
 
 
+async def leading(writer: InMemoryPartitionWriter, timer: Timer,
+                  **kwargs: Any) -> tuple[Runtime, KeyValueShard]:
+    """A runtime over TP, led by this broker in epoch 0, once its shard has loaded."""
+    writer.become_leader(TP, 0)
+    r = runtime(writer, timer, **kwargs)
+    return r, await active(r)
+
+
 async def active(r: Runtime, partition: int = 0) -> KeyValueShard:
     for _ in range(1000):
         shard = r.loaded_shards().get(partition)
@@ -157,9 +165,7 @@ async def error_of(awaitable: Awaitable[Any]) -> ErrorCode:
 
 def test_writes_reach_the_log_and_come_back_on_the_next_load() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         assert await r.write(0, lambda s, _: s.put(b"a", b"1")) == "ok"
         assert await r.write(0, lambda s, _: s.put(b"b", b"2")) == "ok"
         assert await r.write(0, lambda s, _: s.put(b"a", None)) == "ok"
@@ -205,9 +211,7 @@ def test_requests_before_the_load_ends_and_without_leadership() -> None:
 
 def test_responses_wait_for_the_high_watermark_and_reads_for_earlier_writes() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         first = r.write(0, lambda s, _: s.put(b"a", b"1"))
         second = r.write(0, lambda s, _: s.put(b"b", b"2"))
         read = r.read(0, lambda s: dict(s.values))
@@ -227,9 +231,7 @@ def test_responses_wait_for_the_high_watermark_and_reads_for_earlier_writes() ->
 
 def test_records_above_the_high_watermark_are_replayed_and_waited_for() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
         await r.stop()
         assert await error_of(pending) == ErrorCode.not_coordinator
@@ -250,9 +252,7 @@ def test_records_above_the_high_watermark_are_replayed_and_waited_for() -> None:
 
 def test_a_write_not_committed_in_time_fails_with_request_timed_out() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer, commit_timeout_ms=50)
-        await active(r)
+        r, _ = await leading(writer, timer, commit_timeout_ms=50)
         assert await error_of(r.write(0, lambda s, _: s.put(b"a", b"1"))) \
             == ErrorCode.request_timed_out
         # The shard stays loaded; the next commit answers later writes.
@@ -266,9 +266,7 @@ def test_a_write_not_committed_in_time_fails_with_request_timed_out() -> None:
 
 def test_a_parked_request_completes_from_a_later_write() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         parked = r.write(0, lambda s, h: s.wait(b"k", h))
         await settle()
         assert not parked.done()
@@ -281,9 +279,7 @@ def test_a_parked_request_completes_from_a_later_write() -> None:
 
 def test_timers_fire_as_operations_and_cancel() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        shard = await active(r)
+        r, shard = await leading(writer, timer)
         woken = r.write(0, lambda s, h: s.wait(b"t1", h))
         assert await r.write(0, lambda s, _: s.arm(b"t1", 30)) == "armed"
         assert await r.write(0, lambda s, _: s.arm(b"t2", 30)) == "armed"
@@ -305,9 +301,7 @@ def test_timers_fire_as_operations_and_cancel() -> None:
 
 def test_a_failed_append_rebuilds_the_shard_from_the_log() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         assert await r.write(0, lambda s, _: s.put(b"kept", b"1")) == "ok"
         parked = r.write(0, lambda s, h: s.wait(b"never", h))
         writer.refuse_next_append(KafkaError(ErrorCode.message_too_large, "too large"))
@@ -324,9 +318,7 @@ def test_a_failed_append_rebuilds_the_shard_from_the_log() -> None:
 
 def test_leadership_moving_mid_write_answers_not_coordinator() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         parked = r.write(0, lambda s, h: s.wait(b"k", h))
         pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
         writer.become_follower(TP, 1)
@@ -353,9 +345,7 @@ def test_leadership_moving_mid_write_answers_not_coordinator() -> None:
 
 def test_deleting_the_partition_unloads_the_shard() -> None:
     async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
-        writer.become_leader(TP, 0)
-        r = runtime(writer, timer)
-        await active(r)
+        r, _ = await leading(writer, timer)
         parked = r.write(0, lambda s, h: s.wait(b"k", h))
         pending = r.write(0, lambda s, _: s.put(b"a", b"1"))
         writer.delete(TP)
