@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import ClusterImage, TopicImage
 from kernel.config import BrokerConfig
+from kernel.log.validator import AppendOrigin
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
 from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
@@ -177,16 +178,19 @@ class ReplicaManager:
     # -- appends ----------------------------------------------------------
 
     def append_records(self, partition: Partition, records: bytes | memoryview,
-                       required_acks: int, now_ms: int) -> LogAppendInfo:
+                       required_acks: int, now_ms: int, *,
+                       origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append a batch (or several) to a leader replica, all of Kafka's
         ``appendRecords`` for one partition: the leader and min.insync.replicas checks
         (acks=-1), batch validation, offset assignment and the producer state's checks
         (the log; a retried batch is answered with its original offsets), then the
-        replica bookkeeping: the high watermark and the purgatories it wakes. Raises
+        replica bookkeeping: the high watermark and the purgatories it wakes.
+        ``origin`` is who writes: CLIENT (Produce) may not append control batches,
+        COORDINATOR (the coordinators, transaction markers) may. Raises
         :class:`KafkaError` and appends nothing when a check fails. One call per
         partition, no await: Produce's hot path."""
         info = partition.append_records_to_leader(
-            records, required_acks, partition.log.config.min_insync_replicas, now_ms
+            records, required_acks, partition.log.config.min_insync_replicas, now_ms, origin
         )
         if info.duplicate:  # a retried batch already in the log: nothing was appended
             return info

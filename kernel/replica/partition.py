@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import PartitionState
+from kernel.log.validator import AppendOrigin
 from kernel.protocol.errors import KafkaError
 
 HighWatermarkListener = Callable[["Partition", int], None]
@@ -97,7 +98,8 @@ class Partition:
     # -- leader path --------------------------------------------------------
 
     def append_records_to_leader(self, records: bytes | memoryview, required_acks: int,
-                                 min_insync: int, now_ms: int) -> Any:
+                                 min_insync: int, now_ms: int,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
         """Check leadership and min.insync.replicas, then append to the log. The high
         watermark is left to the caller (the replica manager's append path), which
         first gives producer state its turn."""
@@ -110,7 +112,8 @@ class Partition:
                 f"the size of the current ISR {self.isr} is less than min.insync.replicas "
                 f"({min_insync}) for {self}",
             )
-        return self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        return self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                         origin=origin)
 
     def check_follower(self, replica_id: int, current_leader_epoch: int) -> None:
         """A follower fetch must come from one of the partition's replicas. As Kafka:

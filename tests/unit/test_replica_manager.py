@@ -20,10 +20,15 @@ from kernel.cluster import ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
 from kernel.coordination import CoordinatorPartitionWriter
 from kernel.hookspecs import hookimpl
-from kernel.log import LogManager
+from kernel.log import AppendOrigin, LogManager
 from kernel.plugins import PluginFacade
 from kernel.protocol.errors import KafkaError
-from kernel.protocol.records import SimpleRecord, build_batch
+from kernel.protocol.records import (
+    ControlRecordType,
+    SimpleRecord,
+    build_batch,
+    build_control_batch,
+)
 from kernel.purgatory import DelayedOperation, Purgatory, Timer
 from kernel.replica.leadership import LeadershipChange, Role
 from kernel.replica.manager import ReplicaManager
@@ -264,3 +269,18 @@ def test_the_coordinator_partition_writer(replicas: Replicas) -> None:
     assert heard[-1] == LeadershipChange("__state", 0, Role.DELETED, -1)
     with pytest.raises(KafkaError):
         writer.high_watermark(tp)
+
+
+def test_only_the_coordinator_origin_appends_control_batches(replicas: Replicas) -> None:
+    replicas.apply({"t": {0: state()}})
+    p = replicas.manager.get_partition("t", 0)
+    assert p is not None
+    marker = build_control_batch(ControlRecordType.COMMIT, producer_id=5, producer_epoch=0,
+                                 coordinator_epoch=0, timestamp=1)
+    with pytest.raises(KafkaError) as refused:
+        replicas.manager.append_records(p, marker, 1, 1_000)
+    assert refused.value.error_code == ErrorCode.invalid_record
+    assert p.log.log_end_offset == 0
+    info = replicas.manager.append_records(p, marker, 1, 1_000,
+                                           origin=AppendOrigin.COORDINATOR)
+    assert (info.first_offset, info.has_control, p.high_watermark) == (0, True, 1)
