@@ -45,10 +45,10 @@ ABORT, COMMIT = ControlRecordType.ABORT, ControlRecordType.COMMIT
 
 
 def fetch_from(broker: EmbeddedBroker, offset: int, isolation_level: int,
-               max_wait_ms: int = 0) -> Any:
+               max_wait_ms: int = 0, min_bytes: int = 1) -> Any:
     m = request_module(fetch.API_KEY, FETCH_VERSION)
     body = build(m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(
-        milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
+        milliseconds=max_wait_ms), min_bytes=min_bytes, max_bytes=1 << 20,
         isolation_level=isolation_level, session_epoch=-1, topics=(build(
             m.FetchTopic, topic=TOPIC, partitions=(build(
                 m.FetchPartition, partition=0, fetch_offset=offset, current_leader_epoch=-1,
@@ -107,8 +107,9 @@ def write_marker(broker: EmbeddedBroker, producer_id: int, kind: ControlRecordTy
 
     def append() -> int:
         partition = replicas.get_partition(TOPIC, 0)
+        # the records' time: a later one would roll the segment (segment.ms)
         marker = build_control_batch(kind, producer_id=producer_id, producer_epoch=0,
-                                     coordinator_epoch=0, timestamp=int(time.time() * 1000))
+                                     coordinator_epoch=0, timestamp=BASE_TIMESTAMP + 100)
         info = replicas.append_records(partition, marker, -1, int(time.time() * 1000),
                                        origin=AppendOrigin.COORDINATOR)
         return int(info.first_offset)
@@ -216,3 +217,24 @@ def test_read_committed_consumers_never_see_aborted_records(broker: EmbeddedBrok
     finally:
         committed.close()
         uncommitted.close()
+
+
+def test_a_waiting_read_committed_fetch_counts_the_bytes_a_marker_releases(
+        broker: EmbeddedBroker) -> None:
+    assert broker.broker is not None
+    create_topic(broker.bootstrap, TOPIC)
+    produce_batch(broker, 0, 3, producer_id=7, sequence=0, transactional=True)   # 0-2
+    purgatory = broker.broker.fetch_purgatory
+    waited: list[Any] = []
+    # min_bytes far above what the transaction holds: the release wakes the fetch, but
+    # as Kafka's DelayedFetch it measures the bytes now readable and waits on.
+    poll = threading.Thread(target=lambda: waited.append(
+        fetch_from(broker, 0, READ_COMMITTED, max_wait_ms=2_000, min_bytes=1 << 20)))
+    poll.start()
+    while not purgatory.num_delayed:
+        time.sleep(0.01)
+    assert write_marker(broker, 7, COMMIT) == 3
+    assert purgatory.num_delayed == 1 and not waited
+    poll.join(40)
+    assert waited and values_in(waited[0].records)[:3] == [b"0", b"1", b"2"]  # and the marker
+    assert waited[0].last_stable_offset == 4
