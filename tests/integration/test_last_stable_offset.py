@@ -79,7 +79,9 @@ def list_offset(broker: EmbeddedBroker, timestamp: int, isolation_level: int) ->
 
 
 def produce_batch(broker: EmbeddedBroker, first: int, count: int, producer_id: int = -1,
-                  sequence: int = -1, transactional: bool = False) -> int:
+                  sequence: int = -1, transactional: bool = False,
+                  transactional_id: str | None = "tx",
+                  expect: ErrorCode = ErrorCode.none) -> int:
     """Produce records ``first..first+count-1`` (values and timestamps from the number)
     in one batch over a raw Produce frame; returns its base offset."""
     m = request_module(produce.API_KEY, 9)
@@ -89,13 +91,13 @@ def produce_batch(broker: EmbeddedBroker, first: int, count: int, producer_id: i
         producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
         base_sequence=sequence, is_transactional=transactional)
     body = build(m.ProduceRequest, acks=-1, timeout=datetime.timedelta(seconds=10),
-                 transactional_id="tx" if transactional else None, topic_data=(
+                 transactional_id=transactional_id if transactional else None, topic_data=(
                      topic_ref(m.TopicProduceData, TOPIC, topic_id(broker, TOPIC),
                                partition_data=(build(m.PartitionProduceData, index=0,
                                                      records=records),)),))
     (topic,) = request(broker.bootstrap, body).responses
     (answer,) = topic.partition_responses
-    assert answer.error_code == ErrorCode.none
+    assert answer.error_code == expect
     return int(answer.base_offset)
 
 
@@ -238,3 +240,11 @@ def test_a_waiting_read_committed_fetch_counts_the_bytes_a_marker_releases(
     poll.join(40)
     assert waited and values_in(waited[0].records)[:3] == [b"0", b"1", b"2"]  # and the marker
     assert waited[0].last_stable_offset == 4
+
+
+def test_transactional_records_need_a_transactional_id(broker: EmbeddedBroker) -> None:
+    create_topic(broker.bootstrap, TOPIC)
+    produce_batch(broker, 0, 1, producer_id=7, sequence=0, transactional=True,
+                  transactional_id=None,
+                  expect=ErrorCode.transactional_id_authorization_failed)
+    assert fetch_from(broker, 0, READ_UNCOMMITTED).high_watermark == 0
