@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -248,3 +249,28 @@ def test_transactional_records_need_a_transactional_id(broker: EmbeddedBroker) -
                   transactional_id=None,
                   expect=ErrorCode.transactional_id_authorization_failed)
     assert fetch_from(broker, 0, READ_UNCOMMITTED).high_watermark == 0
+
+
+def test_a_restart_keeps_open_transactions_and_aborted_ones(broker_factory: Any,
+                                                            tmp_path: Path) -> None:
+    broker = broker_factory(data_dir=tmp_path)
+    create_topic(broker.bootstrap, TOPIC)
+    produce_batch(broker, 0, 2, producer_id=8, sequence=0, transactional=True)   # 0-1
+    assert write_marker(broker, 8, ABORT) == 2
+    produce_batch(broker, 3, 2, producer_id=7, sequence=0, transactional=True)   # 3-4, open
+    broker.stop()
+    again = broker_factory(data_dir=tmp_path)
+    deadline = time.monotonic() + 20
+    answer = fetch_from(again, 0, READ_COMMITTED)
+    while answer.error_code != ErrorCode.none and time.monotonic() < deadline:
+        time.sleep(0.1)  # the restarted broker leads its partitions again
+        answer = fetch_from(again, 0, READ_COMMITTED)
+    assert (answer.high_watermark, answer.last_stable_offset) == (5, 3)
+    assert [(t.producer_id, t.first_offset) for t in answer.aborted_transactions] == [(8, 0)]
+    committed = consumer_of(again, "read_committed")
+    try:
+        assert consume(committed, 1, timeout=2) == []
+        write_marker(again, 7, COMMIT)
+        assert consume(committed, 2) == [b"3", b"4"]
+    finally:
+        committed.close()
