@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import ClusterImage, TopicImage
 from kernel.config import BrokerConfig
+from kernel.log.validator import AppendOrigin
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
 from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
@@ -177,24 +178,24 @@ class ReplicaManager:
     # -- appends ----------------------------------------------------------
 
     def append_records(self, partition: Partition, records: bytes | memoryview,
-                       required_acks: int, now_ms: int) -> LogAppendInfo:
+                       required_acks: int, now_ms: int, *,
+                       origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append a batch (or several) to a leader replica, all of Kafka's
         ``appendRecords`` for one partition: the leader and min.insync.replicas checks
         (acks=-1), batch validation, offset assignment and the producer state's checks
         (the log; a retried batch is answered with its original offsets), then the
-        replica bookkeeping: the high watermark and the purgatories it wakes. Raises
+        replica bookkeeping: the high watermark and the purgatories it wakes.
+        ``origin`` is who writes: CLIENT (Produce) may not append control batches,
+        COORDINATOR (the coordinators, transaction markers) may. Raises
         :class:`KafkaError` and appends nothing when a check fails. One call per
         partition, no await: Produce's hot path."""
         info = partition.append_records_to_leader(
-            records, required_acks, partition.log.config.min_insync_replicas, now_ms
+            records, required_acks, partition.log.config.min_insync_replicas, now_ms, origin
         )
         if info.duplicate:  # a retried batch already in the log: nothing was appended
             return info
-        # The producer-state point, before the high watermark can pass the records (the
-        # log keeps idempotent producers' state inside the append, as Kafka's does): a
-        # plugin that tracks transactions sees the append here and holds back the last
-        # stable offset (update_first_unstable_offset) before any READ_COMMITTED fetch
-        # can read them.
+        # Before the high watermark can pass the records (the log keeps producer and
+        # transaction state inside the append, as Kafka's does).
         self._plugins.log_appended(partition.topic, partition.partition, info.first_offset,
                                    info.last_offset)
         # With an ISR of one the high watermark moves now and wakes Produce and Fetch.
@@ -203,22 +204,6 @@ class ReplicaManager:
         if not partition.maybe_increment_high_watermark():
             self.fetch_purgatory.check_and_complete(partition.key)
         return info
-
-    def update_first_unstable_offset(self, topic: str, partition: int,
-                                     offset: int | None) -> None:
-        """Hold the partition's last stable offset at ``offset`` (where its oldest open
-        transaction starts), or release it (None). Kafka's producer state owns this
-        value; here the plugin that tracks transactions does, and only it calls this.
-        READ_COMMITTED fetches and ListOffsets read below it; raising it wakes the
-        fetches waiting for what it held back."""
-        p = self.partitions.get((topic, partition))
-        if p is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                             f"this server does not host {topic}-{partition}")
-        before = p.last_stable_offset
-        p.first_unstable_offset = offset
-        if p.last_stable_offset > before:
-            self.fetch_purgatory.check_and_complete(p.key)
 
 
 def _role(partition: Partition) -> tuple[Role, int]:
