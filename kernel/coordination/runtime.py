@@ -49,6 +49,7 @@ from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
 from kernel.purgatory import TimerTask
 from kernel.replica.leadership import LeadershipChange, Role
+from kernel.services import TransactionResult
 
 if TYPE_CHECKING:
     from kernel.coordination.partition_writer import CommitWait, PartitionWriter
@@ -108,13 +109,6 @@ class ShardResult(Protocol):
 
     @property
     def timers(self) -> Sequence[TimerOperation]: ...
-
-
-class TransactionResult(enum.Enum):
-    """How a transaction ended, as its marker (a control record) says."""
-
-    ABORT = 0
-    COMMIT = 1
 
 
 class CoordinatorShard(Protocol):

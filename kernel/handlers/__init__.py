@@ -25,6 +25,7 @@ from kernel.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    write_txn_markers,
 )
 from kernel.hookspecs import hookimpl
 from kernel.requests import ApiRegistry
@@ -45,6 +46,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     incremental_alter_configs,
     describe_cluster,
     describe_topic_partitions,
+    write_txn_markers,
 )
 
 
