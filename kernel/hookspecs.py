@@ -164,9 +164,7 @@ def kafkernel_connection_closed(session: Session) -> None:
 @hookspec
 def kafkernel_log_appended(topic: str, partition: int, base_offset: int, last_offset: int) -> None:
     """Records ``base_offset..last_offset`` were appended to a local log (leader or
-    follower). Not yet committed: called before the high watermark can pass them, so a
-    plugin that tracks transactions can hold back the last stable offset here
-    (``ReplicaManager.update_first_unstable_offset``); see
+    follower). Not yet committed: called before the high watermark can pass them; see
     ``kafkernel_high_watermark_changed``."""
 
 

@@ -8,7 +8,8 @@ rebuilt and the log truncated at the first invalid batch, and the leader epochs 
 recovered batches assigned again. The checkpointed log start offset and the leader
 epoch cache are then trimmed to the log's ends, and the producer state is rebuilt: the
 latest ``.snapshot`` at or below the log end offset, then the batch headers after it
-(:func:`rebuild_producer_state`).
+(:func:`rebuild_producer_state`), which also writes the recovered segments' aborted
+transactions (``.txnindex``) again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from pathlib import Path
 from kernel.log.leader_epoch import LeaderEpochFileCache
 from kernel.log.local_log import new_segment
 from kernel.log.log_config import LogConfig
-from kernel.log.producer_state import ProducerStateManager
+from kernel.log.producer_state import (
+    CompletedTxn,
+    EndTxnMarker,
+    ProducerStateManager,
+    read_end_txn_marker,
+)
 from kernel.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -31,6 +37,7 @@ from kernel.log.segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
+from kernel.log.txn_index import AbortedTxn
 from kernel.protocol.records import BatchHeader
 
 _TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
@@ -83,8 +90,10 @@ class LogLoader:
             )
             for i, base in enumerate(bases)
         ]
+        txn_index_from: int | None = None
         if not self.had_clean_shutdown and segments:
-            segments = self._recover_segments(segments, self.recovery_point, epochs)
+            segments, txn_index_from = self._recover_segments(
+                segments, self.recovery_point, epochs)
         if not segments:
             segments = [new_segment(directory, log_start_offset, config, now)]
         active = segments[-1]
@@ -105,7 +114,8 @@ class LogLoader:
         epochs.truncate_from_end(log_end_offset)
         epochs.truncate_from_start(start)
         if self.producer_state is not None:
-            rebuild_producer_state(self.producer_state, segments, start, log_end_offset, now)
+            rebuild_producer_state(self.producer_state, segments, start, log_end_offset, now,
+                                   txn_index_from)
         return segments, LoadedLogOffsets(start, recovery, log_end_offset)
 
     def _remove_temp_files_and_collect_bases(self) -> list[int]:
@@ -132,49 +142,69 @@ class LogLoader:
     @staticmethod
     def _recover_segments(
         segments: list[LogSegment], recovery_point: int, epochs: LeaderEpochFileCache
-    ) -> list[LogSegment]:
+    ) -> tuple[list[LogSegment], int]:
         """Recover the segments that may hold unflushed data: the one containing the
         recovery point and everything after. A truncated segment ends the log: the
-        later segments hold garbage or data that never reached disk in order."""
+        later segments hold garbage or data that never reached disk in order. Also
+        returns the offset from which the transaction indexes were emptied (the first
+        recovered segment's base: its index entries are rebuilt whole)."""
 
         def assign(header: BatchHeader) -> None:
             if header.partition_leader_epoch >= 0:
                 epochs.assign(header.partition_leader_epoch, header.base_offset)
 
         first = max(0, bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+        segments[first].txn_index.reset()
         for i in range(first, len(segments)):
             start = recovery_point if i == first else None
             if segments[i].recover(assign, start_offset=start) > 0:
                 for later in segments[i + 1:]:
                     later.delete()
-                return segments[: i + 1]
-        return segments
+                return segments[: i + 1], segments[first].base_offset
+        return segments, segments[first].base_offset
 
 
 def rebuild_producer_state(
     state: ProducerStateManager, segments: Sequence[LogSegment], log_start_offset: int,
-    log_end_offset: int, now_ms: int,
+    log_end_offset: int, now_ms: int, txn_index_from: int | None = None,
 ) -> None:
     """Kafka's rebuildProducerState: the latest snapshot at or below the log end offset,
-    then the batch headers from it to the log end. Without any snapshot (a log written
-    before snapshots existed) only the last two segments are read, as Kafka does, so
-    opening an old log does not read it all; producers older than that are unknown and
-    their next batch is accepted whatever its sequence (KIP-360)."""
-    snapshot = state.load_latest_snapshot(log_end_offset, now_ms)
+    then the batch headers from it to the log end (and each marker's control record).
+    Without any snapshot (a log written before snapshots existed) only the last two
+    segments are read, as Kafka does, so opening an old log does not read it all;
+    producers older than that are unknown and their next batch is accepted whatever its
+    sequence (KIP-360). With ``txn_index_from`` (recovery emptied the transaction
+    indexes from there) the replay starts at or below it and writes the aborted
+    transactions whose marker is at or after it to their segment's index again."""
+    up_to = log_end_offset if txn_index_from is None else min(log_end_offset, txn_index_from)
+    snapshot = state.load_latest_snapshot(up_to, now_ms)
     if snapshot is None:
         start = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+        if txn_index_from is not None:
+            start = min(start, txn_index_from)
         state.producers.clear()
     else:
         start = snapshot
     start = max(start, log_start_offset)
-    state.replay(headers_between(segments, start, log_end_offset))
+    on_aborted = None
+    if txn_index_from is not None:
+        bases = [s.base_offset for s in segments]
+
+        def on_aborted(txn: CompletedTxn, last_stable_offset: int) -> None:
+            if txn.last_offset >= txn_index_from:
+                segment = segments[bisect_right(bases, txn.last_offset) - 1]
+                segment.txn_index.append(AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset))
+
+    state.replay(batches_between(segments, start, log_end_offset), on_aborted)
     state.map_end_offset = log_end_offset
 
 
-def headers_between(
+def batches_between(
     segments: Sequence[LogSegment], start: int, end: int
-) -> Iterator[BatchHeader]:
-    """The headers of the batches holding offsets in [start, end), records unread."""
+) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
+    """The headers of the batches holding offsets in [start, end), records unread but
+    a marker's (a control batch with a producer id)."""
     for i, segment in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
             continue
@@ -184,8 +214,11 @@ def headers_between(
             if found is None:
                 continue
             position = found[0]
-        for _, header in segment.scan_headers(position):
+        for at, header in segment.scan_headers(position):
             if header.base_offset >= end:
                 return
             if header.base_offset + header.last_offset_delta >= start:
-                yield header
+                marker = None
+                if header.is_control and header.producer_id >= 0:
+                    marker = read_end_txn_marker(segment.read_batch(at, header))
+                yield header, marker

@@ -6,9 +6,11 @@ It owns the log start offset, the leader epoch cache and the offsets a reader ma
 when to roll, what retention and DeleteRecords delete and what truncation keeps. The
 segments, the log end offset and the recovery point are its :class:`LocalLog`'s;
 opening goes through :class:`LogLoader`. It owns the partition's producer state
-(:class:`ProducerStateManager`): idempotent appends are checked against it, snapshots
-are taken at each roll and on close. The transaction index, when it comes, belongs here
-too. The high watermark is the replica layer's (:mod:`kernel.replica.partition`) for now.
+(:class:`ProducerStateManager`): idempotent and transactional appends are checked
+against it, snapshots are taken at each roll and on close. The transactions it tracks
+give the last stable offset; the aborted ones are in each segment's ``.txnindex``.
+The high watermark is the replica layer's (:mod:`kernel.replica.partition`), which
+tells the log when it moves.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +31,10 @@ from kernel.log.log_config import LogConfig
 from kernel.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
+    CompletedTxn,
+    EndTxnMarker,
     ProducerStateManager,
+    read_end_txn_marker,
 )
 from kernel.log.segment import (
     FetchDataInfo,
@@ -36,6 +42,7 @@ from kernel.log.segment import (
     LogSegment,
     TimestampAndOffset,
 )
+from kernel.log.txn_index import AbortedTxn
 from kernel.log.validator import (
     AppendOrigin,
     LogAppendInfo,
@@ -44,7 +51,14 @@ from kernel.log.validator import (
     validate_batches,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.protocol.records import NO_TIMESTAMP, BatchHeader, Chunks, chunks_size
+from kernel.protocol.records import (
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    Chunks,
+    chunks_size,
+    read_batch_header,
+)
 
 # ListOffsets special timestamps
 EARLIEST_TIMESTAMP = -2
@@ -76,6 +90,37 @@ class UnexpectedAppendOffsetError(KafkaError):
         super().__init__(ErrorCode.unknown_server_error, message)
         self.first_offset = first_offset
         self.last_offset = last_offset
+
+
+def _markers(records: bytes | bytearray | memoryview,
+             batches: list[BatchHeader]) -> dict[int, EndTxnMarker]:
+    """The transaction markers among an append's batches, by base offset (control
+    batches come from the coordinators and replication only, never Produce)."""
+    view = memoryview(records)
+    markers: dict[int, EndTxnMarker] = {}
+    position = 0
+    for header in batches:
+        size = header.size
+        if header.is_control:
+            marker = read_end_txn_marker(view[position:position + size])
+            if marker is not None:
+                markers[header.base_offset] = marker
+        position += size
+    return markers
+
+
+def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
+    """The offset after the last whole batch of fetched bytes, None for no batch."""
+    view = memoryview(records)
+    position, end, last = 0, view.nbytes, None
+    while True:
+        if position + RECORD_BATCH_OVERHEAD > end:
+            return last
+        header = read_batch_header(view, position)
+        if position + header.size > end:
+            return last
+        last = header.next_offset
+        position += header.size
 
 
 # ---------------------------------------------------------------------------
@@ -216,11 +261,42 @@ class Log:
         return self._epochs.latest_epoch
 
     def last_stable_offset(self, high_watermark: int) -> int:
-        """Kafka's lastStableOffset: the first offset of the oldest open transaction
-        (the first unstable offset), capped at the high watermark. The transaction
-        index and producer state that will track open transactions belong to this log;
-        until they exist nothing is unstable and this is the high watermark."""
-        return high_watermark
+        """Kafka's lastStableOffset: the first unstable offset (where the oldest
+        transaction starts that is open, or whose marker is not yet below the high
+        watermark), capped at the high watermark."""
+        unstable = self._producer_state.first_unstable_offset
+        if unstable is None:
+            return high_watermark
+        return min(max(unstable, self._log_start_offset), high_watermark)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """The replica layer moved the high watermark: transactions whose marker it
+        passed are stable (READ_COMMITTED fetches may read them)."""
+        self._producer_state.on_high_watermark_updated(high_watermark)
+
+    def collect_aborted_transactions(self, start_offset: int,
+                                     upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset): the
+        transaction index entries from the segment holding ``start_offset`` on whose
+        marker is at or after it and whose first offset is below the bound (Kafka's
+        collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        segments = self._local.segments
+        i = max(0, bisect_right([s.base_offset for s in segments], start_offset) - 1)
+        try:
+            for segment in segments[i:]:
+                txns, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+                found.extend(txns)
+                if complete:
+                    break
+        except OSError as e:
+            raise storage_error(self.name, e) from e
+        return found
+
+    def _write_aborted_txn(self, txn: CompletedTxn, last_stable_offset: int) -> None:
+        # the marker was just appended to the active segment
+        self._local.segments[-1].txn_index.append(AbortedTxn(
+            txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset))
 
     @property
     def closed(self) -> bool:
@@ -269,7 +345,8 @@ class Log:
             compacted=config.compact, topic_partition=self.name,
         )
         state = self._producer_state
-        duplicate, updates = state.prepare_append(info.batches, origin)
+        markers = _markers(records, info.batches) if info.has_control else None
+        duplicate, updates = state.prepare_append(info.batches, origin, markers)
         if duplicate is not None:
             return self._duplicate_info(duplicate)
         if config.compression_type != "producer":
@@ -277,7 +354,7 @@ class Log:
             if target is not None:
                 chunks, info = convert_compression(chunks, info, target)
         self._append(chunks, info.batches, info.max_timestamp, now_ms)
-        state.complete_append(updates, local.log_end_offset)
+        self._complete_append(updates)
         if leader_epoch >= 0:
             self._epochs.assign(leader_epoch, info.first_offset)
         return info
@@ -324,9 +401,12 @@ class Log:
         for b in batches:
             if b.max_timestamp > max_ts:
                 max_ts, offset_of_max = b.max_timestamp, b.last_offset
-        _, updates = self._producer_state.prepare_append(batches, AppendOrigin.REPLICATION)
+        has_control = any(b.is_control for b in batches)
+        markers = _markers(view, batches) if has_control else None
+        _, updates = self._producer_state.prepare_append(
+            batches, AppendOrigin.REPLICATION, markers)
         self._append([view[:valid]], batches, max_ts, now)
-        self._producer_state.complete_append(updates, self._local.log_end_offset)
+        self._complete_append(updates)
         for b in batches:
             if b.partition_leader_epoch >= 0:
                 self._epochs.assign(b.partition_leader_epoch, b.base_offset)
@@ -336,8 +416,15 @@ class Log:
             log_start_offset=self._log_start_offset,
             records_count=sum(b.records_count for b in batches), valid_bytes=valid,
             has_transactional=any(b.is_transactional for b in batches),
-            has_control=any(b.is_control for b in batches), batches=batches,
+            has_control=has_control, batches=batches,
         )
+
+    def _complete_append(self, updates: Any) -> None:
+        try:
+            self._producer_state.complete_append(
+                updates, self._local.log_end_offset, self._write_aborted_txn)
+        except OSError as e:
+            raise storage_error(self.name, e) from e
 
     def _append(
         self,
@@ -426,9 +513,13 @@ class Log:
             return FetchDataInfo(local.log_end_offset_metadata, b"")
         max_meta: LogOffsetMetadata | None = None
         if max_offset_exclusive is not None and max_offset_exclusive < leo:
-            if start_offset >= max_offset_exclusive:
-                return FetchDataInfo(LogOffsetMetadata(start_offset), b"")
+            # as Kafka, the metadata of an empty read has the position a delayed fetch
+            # measures new data from
+            if start_offset > max_offset_exclusive:
+                return FetchDataInfo(local.convert_to_offset_metadata(start_offset), b"")
             max_meta = local.convert_to_offset_metadata(max_offset_exclusive)
+            if start_offset == max_offset_exclusive:
+                return FetchDataInfo(max_meta, b"")
         return local.read(start_offset, max_bytes, max_meta, min_one_batch)
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:

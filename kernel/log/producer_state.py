@@ -1,5 +1,5 @@
 """Per-partition producer state (Kafka's ProducerStateManager, ProducerStateEntry and
-ProducerAppendInfo), for idempotent producers.
+ProducerAppendInfo), for idempotent and transactional producers.
 
 For each producer id that wrote to the partition it keeps the epoch and the metadata of
 the last :data:`NUM_BATCHES_TO_RETAIN` batches. A leader append is checked batch by
@@ -13,6 +13,15 @@ The state is snapshotted to ``<offset>.snapshot`` files in Kafka's format (versi
 one entry per producer, its last batch) at each segment roll and on close; opening a
 log loads the latest snapshot at or below the log end offset and replays the batch
 headers after it. Producers idle past ``producer.id.expiration.ms`` are dropped.
+
+Transactions: a producer's first transactional batch opens its transaction at the
+batch's first offset (the ongoing transactions); a non-transactional batch while one is
+open is INVALID_TXN_STATE; a marker (a control batch, written by the coordinator or
+replicated) ends it, fenced by the producer epoch (INVALID_PRODUCER_EPOCH) and the
+coordinator epoch (TRANSACTION_COORDINATOR_FENCED). A completed transaction stays
+unstable until the high watermark passes its marker (Kafka's unreplicatedTxns): the
+first unstable offset is the lowest first offset of both, and holds back the log's last
+stable offset. A marker with no transaction open only updates the producer's epochs.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -29,7 +38,12 @@ import crc32c as _crc32c
 
 from kernel.log.validator import AppendOrigin
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.protocol.records import BatchHeader
+from kernel.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    iter_records,
+    parse_control_record,
+)
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_PRODUCER_EPOCH = -1
@@ -75,6 +89,34 @@ def _add_seq(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
+
+
+class EndTxnMarker(NamedTuple):
+    """The content of a marker's control record."""
+
+    kind: ControlRecordType
+    coordinator_epoch: int
+
+
+def read_end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTxnMarker | None:
+    """The marker a control batch carries (its first record), None for another kind of
+    control record. Raises KafkaError(CORRUPT_MESSAGE) for an unreadable one."""
+    for record in iter_records(batch):
+        try:
+            kind, coordinator_epoch = parse_control_record(record)
+        except ValueError:  # not ABORT/COMMIT
+            return None
+        return EndTxnMarker(kind, coordinator_epoch)
+    return None
+
+
+class CompletedTxn(NamedTuple):
+    """A non-empty transaction a marker ended (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
 
 
 class BatchMetadata(NamedTuple):
@@ -135,7 +177,8 @@ class ProducerAppendInfo:
     """The checks and the pending update of one producer over one append (Kafka's
     ProducerAppendInfo): applied to the state only once the append is written."""
 
-    __slots__ = ("current", "origin", "producer_id", "topic_partition", "updated")
+    __slots__ = ("completed", "current", "origin", "producer_id", "started",
+                 "topic_partition", "updated")
 
     def __init__(self, topic_partition: str, producer_id: int,
                  current: ProducerStateEntry | None, origin: AppendOrigin) -> None:
@@ -150,28 +193,73 @@ class ProducerAppendInfo:
                                last_timestamp=current.last_timestamp,
                                coordinator_epoch=current.coordinator_epoch,
                                current_txn_first_offset=current.current_txn_first_offset)
+        self.started: list[int] = []  # first offsets of the transactions it opens
+        self.completed: list[CompletedTxn] = []
+
+    def _check_epoch(self, epoch: int, offset: int) -> None:
+        if epoch < self.updated.producer_epoch:
+            message = (
+                f"Epoch of producer {self.producer_id} at offset {offset} in "
+                f"{self.topic_partition} is {epoch}, which is smaller than the last seen "
+                f"epoch {self.updated.producer_epoch}"
+            )
+            if self.origin is not AppendOrigin.REPLICATION:
+                raise KafkaError(ErrorCode.invalid_producer_epoch, message)
 
     def append(self, header: BatchHeader) -> None:
         """Check one data batch (offsets assigned) and record it. Raises KafkaError:
-        INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE."""
         epoch = header.producer_epoch
         first_seq = header.base_sequence
         offset = header.base_offset
         updated = self.updated
-        if epoch < updated.producer_epoch:
-            message = (
-                f"Epoch of producer {self.producer_id} at offset {offset} in "
-                f"{self.topic_partition} is {epoch}, which is smaller than the last seen "
-                f"epoch {updated.producer_epoch}"
-            )
-            if self.origin is not AppendOrigin.REPLICATION:
-                raise KafkaError(ErrorCode.invalid_producer_epoch, message)
+        self._check_epoch(epoch, offset)
         if self.origin is AppendOrigin.CLIENT:
             self._check_sequence(epoch, first_seq, offset)
         delta = header.last_offset_delta
         last_offset = offset + delta
         updated.add_batch(epoch, _add_seq(first_seq, delta), last_offset, delta,
                           header.max_timestamp)
+        # As Kafka's appendDataBatch; a replica (or a log being loaded) takes what the
+        # leader wrote.
+        if updated.current_txn_first_offset >= 0:
+            if not header.is_transactional and self.origin is not AppendOrigin.REPLICATION:
+                raise KafkaError(
+                    ErrorCode.invalid_txn_state,
+                    f"Expected transactional write from producer {self.producer_id} at "
+                    f"offset {offset} in partition {self.topic_partition}",
+                )
+        elif header.is_transactional:
+            updated.current_txn_first_offset = offset
+            self.started.append(offset)
+
+    def append_marker(self, header: BatchHeader, marker: EndTxnMarker) -> None:
+        """Check one marker (Kafka's appendEndTxnMarker) and end the producer's
+        transaction. Raises KafkaError: INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED."""
+        offset = header.base_offset
+        updated = self.updated
+        self._check_epoch(header.producer_epoch, offset)
+        if (updated.coordinator_epoch > marker.coordinator_epoch
+                and self.origin is not AppendOrigin.REPLICATION):
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"Invalid coordinator epoch for producerId {self.producer_id} at offset "
+                f"{offset} in partition {self.topic_partition}: "
+                f"{marker.coordinator_epoch} (zombie), {updated.coordinator_epoch} (current)",
+            )
+        # Only a non-empty transaction is completed: an empty one changes neither the
+        # last stable offset nor the transaction index.
+        if updated.current_txn_first_offset >= 0:
+            self.completed.append(CompletedTxn(
+                self.producer_id, updated.current_txn_first_offset, offset,
+                marker.kind is ControlRecordType.ABORT))
+        if header.producer_epoch != updated.producer_epoch:
+            updated.batches.clear()
+            updated.producer_epoch = header.producer_epoch
+        updated.coordinator_epoch = marker.coordinator_epoch
+        updated.current_txn_first_offset = -1
+        updated.last_timestamp = header.max_timestamp
 
     def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
         updated = self.updated
@@ -215,6 +303,8 @@ class ProducerAppendInfo:
             return
         current.batches.extend(updated.batches)
         current.last_timestamp = updated.last_timestamp
+        current.coordinator_epoch = updated.coordinator_epoch
+        current.current_txn_first_offset = updated.current_txn_first_offset
 
 
 class ProducerStateManager:
@@ -229,6 +319,12 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         # The offset up to which the state reflects the log (exclusive).
         self.map_end_offset = 0
+        # Open transactions, first offset -> producer id, in offset order (appends come
+        # in offset order; a snapshot's are sorted when loaded).
+        self.ongoing_txns: dict[int, int] = {}
+        # Completed transactions whose marker the high watermark has not passed yet,
+        # first offset -> marker offset (Kafka's unreplicatedTxns).
+        self.unreplicated_txns: dict[int, int] = {}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -236,17 +332,32 @@ class ProducerStateManager:
     # -- appends ------------------------------------------------------------------
 
     def prepare_append(
-        self, batches: Sequence[BatchHeader], origin: AppendOrigin
+        self, batches: Sequence[BatchHeader], origin: AppendOrigin,
+        markers: Mapping[int, EndTxnMarker] | None = None,
     ) -> tuple[BatchMetadata | None, dict[int, ProducerAppendInfo] | None]:
-        """Check the batches of one append, in order. Returns (the original batch of a
-        client's retried batch, None), or (None, the updates to apply once written),
-        or (None, None) when no batch has a producer id. Raises KafkaError
-        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER); nothing changes then."""
+        """Check the batches of one append, in order; ``markers`` holds the content of
+        its control batches by base offset. Returns (the original batch of a client's
+        retried batch, None), or (None, the updates to apply once written), or (None,
+        None) when no batch has a producer id. Raises KafkaError (INVALID_PRODUCER_EPOCH,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED);
+        nothing changes then."""
         updates: dict[int, ProducerAppendInfo] | None = None
         producers = self.producers
         for header in batches:
             pid = header.producer_id
-            if pid < 0 or header.is_control:
+            if pid < 0:
+                continue
+            if header.is_control:
+                marker = markers.get(header.base_offset) if markers else None
+                if marker is None:
+                    continue
+                if updates is None:
+                    updates = {}
+                info = updates.get(pid)
+                if info is None:
+                    info = updates[pid] = ProducerAppendInfo(
+                        self.topic_partition, pid, producers.get(pid), origin)
+                info.append_marker(header, marker)
                 continue
             if updates is None:
                 updates = {}
@@ -265,18 +376,68 @@ class ProducerStateManager:
         return None, updates
 
     def complete_append(self, updates: dict[int, ProducerAppendInfo] | None,
-                        next_offset: int) -> None:
-        """Apply what :meth:`prepare_append` checked, once the batches are written."""
+                        next_offset: int,
+                        on_aborted: Callable[[CompletedTxn, int], None] | None = None) -> None:
+        """Apply what :meth:`prepare_append` checked, once the batches are written.
+        ``on_aborted`` hears each aborted transaction with the last stable offset at its
+        marker (the transaction index entry), before it is marked complete."""
         if updates:
+            completed: list[CompletedTxn] = []
             for info in updates.values():
                 info.apply(self.producers)
+                for first in info.started:
+                    self.ongoing_txns[first] = info.producer_id
+                completed.extend(info.completed)
+            if completed:
+                completed.sort(key=lambda txn: txn.last_offset)
+                for txn in completed:
+                    if txn.is_aborted and on_aborted is not None:
+                        on_aborted(txn, self.last_stable_offset_after(txn))
+                    self.ongoing_txns.pop(txn.first_offset, None)
+                    self.unreplicated_txns[txn.first_offset] = txn.last_offset
         self.map_end_offset = next_offset
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
+    def replay(self, batches: Iterable[tuple[BatchHeader, EndTxnMarker | None]],
+               on_aborted: Callable[[CompletedTxn, int], None] | None = None) -> None:
         """Rebuild from batches already in the log (loading, truncation): no checks."""
-        for header in headers:
-            _, updates = self.prepare_append((header,), AppendOrigin.REPLICATION)
-            self.complete_append(updates, header.next_offset)
+        for header, marker in batches:
+            markers = {header.base_offset: marker} if marker is not None else None
+            _, updates = self.prepare_append((header,), AppendOrigin.REPLICATION, markers)
+            self.complete_append(updates, header.next_offset, on_aborted)
+
+    # -- transactions -------------------------------------------------------------
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """Where the log is stable once ``txn`` completes: the first offset of the
+        oldest other open transaction, else past the marker (Kafka's lastStableOffset
+        of a CompletedTxn)."""
+        for first, pid in self.ongoing_txns.items():
+            if pid != txn.producer_id:
+                return first
+        return txn.last_offset + 1
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction that is open, or complete with its
+        marker not yet below the high watermark; None when there is none."""
+        first = next(iter(self.ongoing_txns), None)
+        if self.unreplicated_txns:
+            unreplicated = min(self.unreplicated_txns)
+            if first is None or unreplicated < first:
+                return unreplicated
+        return first
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below ``high_watermark`` are stable."""
+        if self.unreplicated_txns:
+            self.unreplicated_txns = {
+                first: last for first, last in self.unreplicated_txns.items()
+                if last >= high_watermark
+            }
+
+    def _clear_txns(self) -> None:
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
 
     # -- expiry -------------------------------------------------------------------
 
@@ -351,8 +512,10 @@ class ProducerStateManager:
     def load_latest_snapshot(self, up_to: int, now_ms: int) -> int | None:
         """Delete the snapshots above ``up_to`` and load the newest valid one left (a
         corrupt one is deleted and the next older tried), without the producers
-        expired by ``now_ms``. Returns its offset, None when there is none."""
+        expired by ``now_ms``; their open transactions are open again. Returns its
+        offset, None when there is none."""
         self.producers.clear()
+        self._clear_txns()
         for offset in list_snapshots(self.dir):
             if offset > up_to:
                 snapshot_file(self.dir, offset).unlink(missing_ok=True)
@@ -367,6 +530,12 @@ class ProducerStateManager:
             for entry in entries:
                 if entry.current_txn_first_offset >= 0 or now_ms - entry.last_timestamp < limit:
                     self.producers[entry.producer_id] = entry
+            self.ongoing_txns = {
+                entry.current_txn_first_offset: entry.producer_id
+                for entry in sorted(self.producers.values(),
+                                    key=lambda e: e.current_txn_first_offset)
+                if entry.current_txn_first_offset >= 0
+            }
             self.map_end_offset = offset
             return offset
         return None
@@ -384,6 +553,7 @@ class ProducerStateManager:
 
     def clear(self, offset: int) -> None:
         self.producers.clear()
+        self._clear_txns()
         self.map_end_offset = offset
         self.delete_snapshots_before(2**63 - 1)
 
@@ -392,6 +562,8 @@ __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
+    "CompletedTxn",
+    "EndTxnMarker",
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",

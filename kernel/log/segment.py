@@ -1,4 +1,5 @@
-"""One log segment: ``<20-digit base offset>.log`` with its ``.index`` and ``.timeindex``.
+"""One log segment: ``<20-digit base offset>.log`` with its ``.index`` and ``.timeindex``
+(and ``.txnindex``, the aborted transactions: :mod:`kernel.log.txn_index`).
 
 Appends write the already validated batches with one ``pwrite`` and add an index entry
 every ``index.interval.bytes``. Reads translate an offset to a file position through the
@@ -29,6 +30,7 @@ from kernel.log.index import (
     TimeIndex,
     TimestampOffset,
 )
+from kernel.log.txn_index import TransactionIndex
 from kernel.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
@@ -153,6 +155,7 @@ class LogSegment:
         self.log_path = directory / (stem + LOG_SUFFIX)
         self.index_path = directory / (stem + INDEX_SUFFIX)
         self.time_index_path = directory / (stem + TIME_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(directory / (stem + TXN_INDEX_SUFFIX))
         self._fd = -1
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
@@ -590,6 +593,7 @@ class LogSegment:
             # use, so an idle partition recovered after a crash still holds one file.
             self.index_path.unlink(missing_ok=True)
             self.time_index_path.unlink(missing_ok=True)
+            self.txn_index.reset()
             self._size = 0
             self._bytes_since_last_index_entry = 0
             self._max_timestamp = NO_TIMESTAMP
@@ -606,6 +610,8 @@ class LogSegment:
         if start_offset is not None and start_offset > self.base_offset:
             position, next_offset = self._recovery_start(start_offset, file_size)
         self._rolling_based_timestamp = None
+        # the loader's producer state replay writes the aborted transactions again
+        self.txn_index.truncate_to(next_offset)
         if position == 0:
             offset_index.reset()
             time_index.reset()
@@ -678,6 +684,7 @@ class LogSegment:
         self.make_active()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         if found is None:
             return 0
         position = found[0]
@@ -731,6 +738,7 @@ class LogSegment:
         # by name: the indexes may have been closed since they were written
         fsync_path(self.index_path)
         fsync_path(self.time_index_path)
+        fsync_path(self.txn_index.path)
 
     def close(self) -> None:
         if self._closed:
@@ -780,8 +788,7 @@ class LogSegment:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
-        txn_index = self.directory / (segment_file_stem(self.base_offset) + TXN_INDEX_SUFFIX)
-        return [self.log_path, self.index_path, self.time_index_path, txn_index]
+        return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
 
     @property
     def closed(self) -> bool:

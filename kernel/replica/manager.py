@@ -194,11 +194,8 @@ class ReplicaManager:
         )
         if info.duplicate:  # a retried batch already in the log: nothing was appended
             return info
-        # The producer-state point, before the high watermark can pass the records (the
-        # log keeps idempotent producers' state inside the append, as Kafka's does): a
-        # plugin that tracks transactions sees the append here and holds back the last
-        # stable offset (update_first_unstable_offset) before any READ_COMMITTED fetch
-        # can read them.
+        # Before the high watermark can pass the records (the log keeps producer and
+        # transaction state inside the append, as Kafka's does).
         self._plugins.log_appended(partition.topic, partition.partition, info.first_offset,
                                    info.last_offset)
         # With an ISR of one the high watermark moves now and wakes Produce and Fetch.
@@ -207,22 +204,6 @@ class ReplicaManager:
         if not partition.maybe_increment_high_watermark():
             self.fetch_purgatory.check_and_complete(partition.key)
         return info
-
-    def update_first_unstable_offset(self, topic: str, partition: int,
-                                     offset: int | None) -> None:
-        """Hold the partition's last stable offset at ``offset`` (where its oldest open
-        transaction starts), or release it (None). Kafka's producer state owns this
-        value; here the plugin that tracks transactions does, and only it calls this.
-        READ_COMMITTED fetches and ListOffsets read below it; raising it wakes the
-        fetches waiting for what it held back."""
-        p = self.partitions.get((topic, partition))
-        if p is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                             f"this server does not host {topic}-{partition}")
-        before = p.last_stable_offset
-        p.first_unstable_offset = offset
-        if p.last_stable_offset > before:
-            self.fetch_purgatory.check_and_complete(p.key)
 
 
 def _role(partition: Partition) -> tuple[Role, int]:

@@ -4,8 +4,8 @@ The leader appends client batches and moves the high watermark to the smallest l
 offset among the in-sync replicas (itself included), so with an ISR of one the high
 watermark follows every append. Followers (the replication issue) append fetched
 batches and take the leader's high watermark. Consumers read below the high watermark,
-READ_COMMITTED ones below the last stable offset, which a plugin that tracks
-transactions holds back (the first unstable offset).
+READ_COMMITTED ones below the last stable offset, which the log's open transactions
+hold back (the log owns it; each high watermark move is told to the log first).
 """
 
 from __future__ import annotations
@@ -47,10 +47,6 @@ class Partition:
         self._on_high_watermark = on_high_watermark
         self.state: PartitionState | None = None
         self.high_watermark = 0
-        # Kafka's first unstable offset: where the oldest open transaction starts, set
-        # by the plugin that tracks transactions (the replica manager's
-        # update_first_unstable_offset); None while no transaction is open.
-        self.first_unstable_offset: int | None = None
         self.remote_replicas: dict[int, ReplicaProgress] = {}
 
     @property
@@ -67,12 +63,10 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Offset below which no transaction is open: the high watermark, or the first
-        unstable offset when that is lower (Kafka's lastStableOffset)."""
-        unstable = self.first_unstable_offset
-        if unstable is None or unstable >= self.high_watermark:
-            return self.high_watermark
-        return unstable
+        """Offset below which every transaction is decided and replicated: the high
+        watermark, or the log's first unstable offset when that is lower (Kafka's
+        lastStableOffset)."""
+        return int(self.log.last_stable_offset(self.high_watermark))
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -161,6 +155,7 @@ class Partition:
         new_hw = max(min(candidates), self.log.log_start_offset)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            self.log.on_high_watermark_updated(new_hw)  # before the wake-ups read the LSO
             self._on_high_watermark(self, new_hw)
             return True
         return False

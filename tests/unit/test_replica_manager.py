@@ -1,7 +1,7 @@
 """The replica manager on real logs in a temporary directory, without a broker: its one
 append path (checks, the log_appended hook before the high watermark moves, wake-ups),
-the leadership events it publishes after applying a cluster image, the first unstable
-offset that holds back the last stable offset, and the coordinator partition writer
+the leadership events it publishes after applying a cluster image, the log's open
+transactions holding back the last stable offset, and the coordinator partition writer
 built on it."""
 
 from __future__ import annotations
@@ -206,29 +206,35 @@ def test_a_failing_listener_hides_nothing_from_the_others(replicas: Replicas) ->
     assert replicas.manager.get_partition("t", 0) is not None
 
 
-def test_the_first_unstable_offset_holds_back_the_last_stable_offset(
+def txn_batch(pid: int, *values: bytes) -> bytes:
+    return build_batch([SimpleRecord(value=v, key=b"k", timestamp=1) for v in values],
+                       producer_id=pid, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+
+
+def test_the_log_holds_the_last_stable_offset_until_a_replicated_marker(
     replicas: Replicas
 ) -> None:
-    replicas.apply({"t": {0: state()}})
+    replicas.apply({"t": {0: state(isr=(BROKER, 2))}})
     p = replicas.manager.get_partition("t", 0)
     assert p is not None
-    replicas.manager.append_records(p, batch(b"a", b"b"), 1, 1_000)
-    assert p.last_stable_offset == p.high_watermark == 2
-    replicas.manager.update_first_unstable_offset("t", 0, 1)
-    replicas.manager.append_records(p, batch(b"c"), 1, 1_000)
-    assert (p.high_watermark, p.last_stable_offset) == (3, 1)
-    # A READ_COMMITTED long poll waiting past the held offset is woken on release.
-    read_committed = Waiter(lambda: p.last_stable_offset > 1)
+    manager = replicas.manager
+    manager.append_records(p, batch(b"a", b"b"), 1, 1_000)          # 0-1
+    manager.append_records(p, txn_batch(7, b"c"), 1, 1_000)         # 2, opens at 2
+    manager.follower_fetched(p, 2, 3, 0)
+    assert (p.high_watermark, p.last_stable_offset) == (3, 2)
+    # A READ_COMMITTED long poll waiting past the held offset is woken once the high
+    # watermark passes the marker, not when the marker is appended.
+    read_committed = Waiter(lambda: p.last_stable_offset > 2)
     replicas.fetch.try_complete_else_watch(read_committed, [p.key])
+    marker = build_control_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=0,
+                                 coordinator_epoch=0, timestamp=1)
+    manager.append_records(p, marker, 1, 1_000, origin=AppendOrigin.COORDINATOR)  # 3
+    assert (p.high_watermark, p.last_stable_offset) == (3, 2)
+    assert p.log.producer_state.ongoing_txns == {}
     assert not read_committed.completed
-    replicas.manager.update_first_unstable_offset("t", 0, None)
-    assert read_committed.completed and p.last_stable_offset == 3
-    # Never above the high watermark.
-    replicas.manager.update_first_unstable_offset("t", 0, 10)
-    assert p.last_stable_offset == 3
-    with pytest.raises(KafkaError) as info:
-        replicas.manager.update_first_unstable_offset("absent", 0, 1)
-    assert info.value.error_code == ErrorCode.unknown_topic_or_partition
+    manager.follower_fetched(p, 2, 4, 0)
+    assert read_committed.completed and p.last_stable_offset == p.high_watermark == 4
 
 
 def test_the_coordinator_partition_writer(replicas: Replicas) -> None:
