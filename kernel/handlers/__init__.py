@@ -18,6 +18,7 @@ from kernel.handlers import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_producers,
     describe_topic_partitions,
     fetch,
     incremental_alter_configs,
@@ -47,6 +48,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_cluster,
     describe_topic_partitions,
     write_txn_markers,
+    describe_producers,
 )
 
 
