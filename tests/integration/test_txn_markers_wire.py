@@ -68,12 +68,13 @@ def txn_commit(broker: EmbeddedBroker, offsets: dict[int, int], producer_id: int
 
 
 def write_markers(broker: EmbeddedBroker, partitions: dict[str, list[int]], commit: bool,
-                  producer_id: int = PID) -> dict[tuple[str, int], ErrorCode]:
+                  producer_id: int = PID,
+                  coordinator_epoch: int = 0) -> dict[tuple[str, int], ErrorCode]:
     m = markers_v1
     response = request(broker.bootstrap, m.WriteTxnMarkersRequest(markers=(
         m.WritableTxnMarker(
             producer_id=producer_id, producer_epoch=EPOCH, transaction_result=commit,
-            coordinator_epoch=0, topics=tuple(
+            coordinator_epoch=coordinator_epoch, topics=tuple(
                 m.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
                 for t, ps in partitions.items())),)))
     (marker,) = response.markers
@@ -110,6 +111,22 @@ def test_txn_offsets_are_committed_by_the_commit_marker(broker: EmbeddedBroker) 
     assert write_markers(broker, offsets_partition(), commit=True) == {tp: ErrorCode.none}
     assert fetch_offsets(broker, require_stable=True) == {0: (10, ErrorCode.none),
                                                           1: (11, ErrorCode.none)}
+
+
+def test_a_fenced_marker_leaves_the_offsets_pending(broker: EmbeddedBroker) -> None:
+    tp = ("__consumer_offsets", partition_for(GROUP, OFFSETS_PARTITIONS))
+    txn_commit(broker, {0: 10})
+    assert write_markers(broker, offsets_partition(), commit=True, coordinator_epoch=5) \
+        == {tp: ErrorCode.none}
+    txn_commit(broker, {0: 20})
+    # A zombie transaction coordinator: the log refuses its marker, the shard keeps the
+    # offsets pending.
+    assert write_markers(broker, offsets_partition(), commit=False, coordinator_epoch=4) \
+        == {tp: ErrorCode.transaction_coordinator_fenced}
+    assert fetch_offsets(broker, require_stable=True)[0] == (-1, ErrorCode.unstable_offset_commit)
+    assert write_markers(broker, offsets_partition(), commit=True, coordinator_epoch=5) \
+        == {tp: ErrorCode.none}
+    assert fetch_offsets(broker, require_stable=True)[0] == (20, ErrorCode.none)
 
 
 def test_txn_offsets_are_dropped_by_the_abort_marker_and_survive_a_restart(

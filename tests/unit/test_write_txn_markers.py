@@ -70,3 +70,22 @@ def test_partitions_not_hosted_here_are_unknown(broker: EmbeddedBroker) -> None:
                                    (TOPIC, 0): ErrorCode.none,
                                    (TOPIC, 9): ErrorCode.unknown_topic_or_partition}
     assert len(log_batches(broker, 0)) == 1
+
+
+def test_the_logs_refusals_are_the_partitions_errors(broker: EmbeddedBroker) -> None:
+    create_topic(broker.bootstrap, TOPIC)
+
+    def marker(producer_epoch: int, coordinator_epoch: int) -> TxnMarker:
+        return TxnMarker(producer_id=3, producer_epoch=producer_epoch,
+                         coordinator_epoch=coordinator_epoch,
+                         result=TransactionResult.COMMIT, partitions=((TOPIC, 0),))
+
+    (first,) = write(broker, marker(producer_epoch=2, coordinator_epoch=5))
+    assert dict(first.errors) == {(TOPIC, 0): ErrorCode.none}
+    # An older transaction coordinator (a zombie) and an older producer epoch are fenced
+    # by the log, and nothing is appended.
+    older_coordinator, older_producer = write(broker, marker(2, 4), marker(1, 5))
+    assert dict(older_coordinator.errors) == {
+        (TOPIC, 0): ErrorCode.transaction_coordinator_fenced}
+    assert dict(older_producer.errors) == {(TOPIC, 0): ErrorCode.invalid_producer_epoch}
+    assert len(log_batches(broker, 0)) == 1
