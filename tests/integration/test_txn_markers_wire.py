@@ -19,11 +19,18 @@ from kio.schema.offset_fetch.v9 import request as fetch_v9
 from kio.schema.txn_offset_commit.v3 import request as txn_commit_v3
 from kio.schema.write_txn_markers.v1 import request as markers_v1
 
+from kernel.cluster import BrokerRegistration
 from kernel.hookspecs import hookimpl
 from kernel.protocol.records import ControlRecordType, decode_batches, parse_control_record
 from kernel.requests import Session
 from kernel.testing.embedded import EmbeddedBroker
 from plugins.coordinator.records import partition_for
+from tests.integration.test_followers_wire import (
+    FOLLOWER,
+    create_replicated,
+    follower_fetch,
+    sent,
+)
 from tests.integration.test_produce_fetch import create_topic
 from tests.integration.wire import request
 
@@ -185,3 +192,22 @@ def test_advertised_versions(broker: EmbeddedBroker) -> None:
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert versions[27] == (1, 1)
     assert versions[28] == (0, 4)
+
+
+def test_write_txn_markers_answers_once_the_in_sync_follower_has_the_marker(
+        broker: EmbeddedBroker) -> None:
+    assert broker.broker is not None
+    broker.call(broker.broker.metadata.register_broker(
+        BrokerRegistration(node_id=FOLLOWER, host="127.0.0.1", port=1)))
+    create_replicated(broker, "t-replicated")
+    m = markers_v1
+    body = m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+        producer_id=PID, producer_epoch=EPOCH, transaction_result=True, coordinator_epoch=0,
+        topics=(m.WritableTxnMarkerTopic(name="t-replicated", partition_indexes=(0,)),)),))
+    with sent(broker, body) as answer:
+        # acks=all: the marker is in the leader's log, not yet on the follower.
+        assert answer(0.3) is None
+        follower_fetch(broker, "t-replicated", 1)
+        response = answer(5)
+    assert response is not None
+    assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.none
