@@ -43,6 +43,16 @@ def describe(topic: str, partitions: tuple[int, ...]) -> Any:
         DESCRIBE_PRODUCERS, 0, "TopicRequest", name=topic, partition_indexes=partitions),))
 
 
+def create_hosted_topic(pair: Pair, topic: str, partitions: int) -> None:
+    """The topic on both brokers, once Kafka hosts its replicas too: its metadata names
+    the leaders a moment before the replicas exist (markers would then find none)."""
+    create_topic(pair, topic, partitions=partitions)
+    indexes = tuple(range(partitions))
+    wait_for(pair.kafka, "the replicas exist", lambda: all(
+        p.error_code == ErrorCode.none
+        for p in pair.kafka.send(describe(topic, indexes)).topics[0].partitions))
+
+
 def marker_errors(answer: Any) -> dict[tuple[str, int], ErrorCode]:
     return {(t.name, p.partition_index): p.error_code
             for m in answer.markers for t in m.topics for p in t.partitions}
@@ -55,7 +65,7 @@ def write_markers_to_an_unknown_topic(pair: Pair, v: int) -> None:
 
 def write_markers_then_fenced_ones(pair: Pair, v: int) -> None:
     topic = unique("markers")
-    create_topic(pair, topic, partitions=2)
+    create_hosted_topic(pair, topic, partitions=2)
     answers = pair.compare(markers(v, topic, (0, 1, 5), producer_epoch=3,
                                    coordinator_epoch=7))
     assert marker_errors(answers.kafka) == {(topic, 0): ErrorCode.none,
@@ -70,11 +80,7 @@ def write_markers_then_fenced_ones(pair: Pair, v: int) -> None:
 
 def describe_producers_after_markers(pair: Pair, v: int) -> None:
     topic = unique("producers")
-    create_topic(pair, topic, partitions=2)
-    # Kafka's metadata names the leaders a moment before its replicas exist.
-    wait_for(pair.kafka, "the replicas exist", lambda: all(
-        p.error_code == ErrorCode.none
-        for p in pair.kafka.send(describe(topic, (0, 1))).topics[0].partitions))
+    create_hosted_topic(pair, topic, partitions=2)
     pair.compare(describe(topic, (0, 1, 9)))
     pair.compare(markers(1, topic, (1,), producer_epoch=2, coordinator_epoch=4))
     answers = pair.send(describe(topic, (0, 1)))
