@@ -66,7 +66,10 @@ def kafkernel_register_coordinators(registry: CoordinatorRegistry) -> None:
     """Register the coordinator this plugin runs for a FindCoordinator key type with
     ``registry.register(CoordinatorType.GROUP, partition_of)``; the kernel serves
     FindCoordinator and asks ``partition_of(key)`` which internal-topic partition owns a
-    key, then answers with its leader.
+    key, then answers with its leader. A coordinator that keeps transactional state in
+    its internal topic also passes ``topic=`` (that topic) and ``complete_transaction=``
+    (a ``services.TransactionCompleter``): WriteTxnMarkers then hands it the markers for
+    that topic instead of appending them to the log directly.
 
     :param registry: this plugin's view of the coordinators by key type; a second claim
         on a key type stops startup.

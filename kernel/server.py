@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import traceback
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from kernel import handlers
@@ -31,7 +31,7 @@ from kernel.config import (
     schema_keys,
 )
 from kernel.coordination.registry import Coordinators, RegistrationError
-from kernel.handlers import find_coordinator
+from kernel.handlers import find_coordinator, write_txn_markers
 from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
@@ -44,6 +44,7 @@ from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
 from kernel.routing import Routes, RoutingError
 from kernel.sasl import SaslError, SaslMechanisms
+from kernel.services import TxnMarker, TxnMarkerResult
 
 SHUTDOWN_GRACE_S = 5.0
 RECENT_ERRORS = 20
@@ -166,6 +167,10 @@ class Broker:
     def plugin_settings(self, name: str) -> Any:
         """The validated ``[plugins.<name>]`` table of an enabled plugin."""
         return self._plugin_settings.get(name)
+
+    async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> list[TxnMarkerResult]:
+        """WriteTxnMarkers, called locally (``PluginServices.write_txn_markers``)."""
+        return await write_txn_markers.write_markers(self, markers)
 
     @property
     def metadata(self) -> MetadataBackend:

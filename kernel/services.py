@@ -17,8 +17,12 @@ layers that use it (routing, handlers, plugins, network, server): see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
 
 from kernel.cluster import BrokerRegistration, MetadataBackend
 from kernel.config import BrokerConfig, LoadedConfig
@@ -28,7 +32,45 @@ from kernel.metrics import BrokerMetrics
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
 
-__all__ = ["BrokerServices", "CoordinatorLookup", "PluginServices", "ServedApi"]
+__all__ = [
+    "BrokerServices",
+    "CoordinatorLookup",
+    "PluginServices",
+    "ServedApi",
+    "TransactionCompleter",
+    "TransactionResult",
+    "TxnMarker",
+    "TxnMarkerResult",
+]
+
+
+class TransactionResult(enum.Enum):
+    """How a transaction ended, as its marker (a control record) says. Defined here, below
+    the coordination runtime (which re-exports it), so a marker can name it."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One transaction marker to write, as one WriteTxnMarkers entry: the control record
+    ``result`` for ``producer_id``/``producer_epoch`` on each of ``partitions``."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    result: TransactionResult
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerResult:
+    """What writing one :class:`TxnMarker` did: Kafka's error code per (topic,
+    partition) (``ErrorCode.none`` once the marker is committed there)."""
+
+    producer_id: int
+    errors: Mapping[tuple[str, int], ErrorCode] = field(default_factory=dict)
 
 
 class ServedApi(Protocol):
@@ -93,12 +135,29 @@ class BrokerServices(Protocol):
         ...
 
 
+TransactionCompleter = Callable[
+    [int, int, int, int, TransactionResult, int], Awaitable[None]]
+"""(partition, producer id, producer epoch, coordinator epoch, result, timeout ms): a
+coordinator writes a transaction marker into a partition of its internal topic and
+applies it (Kafka's ``GroupCoordinator.completeTransaction``); resolves once committed,
+else raises ``KafkaError`` (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...)."""
+
+
 class CoordinatorLookup(Protocol):
     """The coordinators plugins registered, by FindCoordinator key type
     (a ``coordination.registry.Coordinators``)."""
 
     def get(self, key_type: int) -> Callable[[str], tuple[str, int]] | None:
         """The key -> (internal topic, partition) function of that key type's coordinator."""
+        ...
+
+    def transaction_completer(self, topic: str) -> TransactionCompleter | None:
+        """How markers reach ``topic`` when a coordinator owns it (its internal topic),
+        else None: the marker is appended to the log directly."""
+        ...
+
+    def internal_topics(self) -> Iterable[str]:
+        """The internal topics of the registered coordinators."""
         ...
 
 
@@ -118,4 +177,14 @@ class PluginServices(BrokerServices, Protocol):
 
     def plugin_settings(self, name: str) -> Any:
         """The validated ``[plugins.<name>]`` table of an enabled plugin."""
+        ...
+
+    def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Awaitable[list[TxnMarkerResult]]:
+        """Write each marker to its partitions led here, as WriteTxnMarkers does (the
+        transaction coordinator's path to the logs): a result per marker, in order, once
+        every marker is committed (acks=all) or has failed: NOT_LEADER_OR_FOLLOWER for a
+        partition this broker follows, UNKNOWN_TOPIC_OR_PARTITION for one it has no
+        replica of (as Kafka), the log's refusal (TRANSACTION_COORDINATOR_FENCED,
+        INVALID_PRODUCER_EPOCH, ...), REQUEST_TIMED_OUT when not committed within
+        request.timeout.ms (30 s)."""
         ...

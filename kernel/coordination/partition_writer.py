@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from kernel.log import AppendOrigin
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedOperation
 
@@ -119,8 +120,11 @@ class CoordinatorPartitionWriter:
 
     def append(self, tp: TopicPartition, records: bytes) -> int:
         partition = self._partition(tp)
+        # As Kafka's: the coordinator's origin, which may write control batches (markers)
+        # and transactional batches without sequence numbers.
         info = self._replicas.append_records(partition, records, -1,
-                                              time.time_ns() // 1_000_000)
+                                              time.time_ns() // 1_000_000,
+                                              origin=AppendOrigin.COORDINATOR)
         return int(info.last_offset) + 1
 
     def high_watermark(self, tp: TopicPartition) -> int:

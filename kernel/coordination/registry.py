@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernel.services import TransactionCompleter
 
 __all__ = ["CoordinatorPartition", "CoordinatorRegistry", "CoordinatorType", "Coordinators",
            "RegistrationError"]
@@ -31,29 +34,49 @@ Raises ``CoordinatorError`` (COORDINATOR_NOT_AVAILABLE) while the coordinator ha
 e.g. before its topic exists."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Coordinator:
+    owner: str
+    partition_of: CoordinatorPartition
+    topic: str | None
+    complete_transaction: TransactionCompleter | None
+
+
 class Coordinators:
     """The broker's coordinators by key type. Plugins add to it only through their own
     :class:`CoordinatorRegistry` (``registry_for``), so every entry names its plugin."""
 
     def __init__(self) -> None:
-        self._coordinators: dict[int, tuple[str, CoordinatorPartition]] = {}
+        self._coordinators: dict[int, _Coordinator] = {}
 
     def registry_for(self, owner: str) -> CoordinatorRegistry:
         return CoordinatorRegistry(self, owner)
 
     def add(self, key_type: CoordinatorType, owner: str,
-            partition_of: CoordinatorPartition) -> None:
+            partition_of: CoordinatorPartition, *, topic: str | None = None,
+            complete_transaction: TransactionCompleter | None = None) -> None:
         existing = self._coordinators.get(key_type)
         if existing is not None:
             raise RegistrationError(
-                f"the {key_type.name} coordinator is claimed by both plugin {existing[0]!r} "
-                f"and plugin {owner!r}; enable only one of them"
+                f"the {key_type.name} coordinator is claimed by both plugin "
+                f"{existing.owner!r} and plugin {owner!r}; enable only one of them"
             )
-        self._coordinators[key_type] = (owner, partition_of)
+        self._coordinators[key_type] = _Coordinator(owner, partition_of, topic,
+                                                    complete_transaction)
 
     def get(self, key_type: int) -> CoordinatorPartition | None:
         found = self._coordinators.get(key_type)
-        return None if found is None else found[1]
+        return None if found is None else found.partition_of
+
+    def transaction_completer(self, topic: str) -> TransactionCompleter | None:
+        """What writes a marker into ``topic`` when a coordinator owns it."""
+        for coordinator in self._coordinators.values():
+            if coordinator.topic == topic:
+                return coordinator.complete_transaction
+        return None
+
+    def internal_topics(self) -> list[str]:
+        return [c.topic for c in self._coordinators.values() if c.topic is not None]
 
     def __len__(self) -> int:
         return len(self._coordinators)
@@ -68,5 +91,11 @@ class CoordinatorRegistry:
         self._coordinators = coordinators
         self.owner = owner
 
-    def register(self, key_type: CoordinatorType, partition_of: CoordinatorPartition) -> None:
-        self._coordinators.add(key_type, self.owner, partition_of)
+    def register(self, key_type: CoordinatorType, partition_of: CoordinatorPartition, *,
+                 topic: str | None = None,
+                 complete_transaction: TransactionCompleter | None = None) -> None:
+        """``topic``: the coordinator's internal topic. ``complete_transaction``: how a
+        transaction marker for that topic is written (through the coordinator's runtime,
+        which applies it to its shard); without it markers are appended directly."""
+        self._coordinators.add(key_type, self.owner, partition_of, topic=topic,
+                               complete_transaction=complete_transaction)

@@ -46,9 +46,20 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from kernel.protocol.errors import KafkaError
-from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
+from kernel.protocol.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    ControlRecordType,
+    SimpleRecord,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+    iter_records,
+)
 from kernel.purgatory import TimerTask
 from kernel.replica.leadership import LeadershipChange, Role
+from kernel.services import TransactionResult
 
 if TYPE_CHECKING:
     from kernel.coordination.partition_writer import CommitWait, PartitionWriter
@@ -95,7 +106,14 @@ class Completion(Protocol):
 
 
 class ShardResult(Protocol):
-    """What every shard operation returns (Kafka's ``CoordinatorResult``)."""
+    """What every shard operation returns (Kafka's ``CoordinatorResult``).
+
+    A result may also carry ``producer_id`` and ``producer_epoch`` (and the
+    ``transactional_id`` they belong to): its records are then written as a
+    transactional batch of that producer (Kafka's ``scheduleTransactionalWriteOperation``,
+    e.g. TxnOffsetCommit), which the log tracks as an open transaction on the partition
+    until a marker ends it (:meth:`CoordinatorRuntime.complete_transaction`). Without
+    them (or with -1) the records are written without a producer id."""
 
     @property
     def records(self) -> Sequence[tuple[bytes, bytes | None]]: ...
@@ -108,13 +126,6 @@ class ShardResult(Protocol):
 
     @property
     def timers(self) -> Sequence[TimerOperation]: ...
-
-
-class TransactionResult(enum.Enum):
-    """How a transaction ended, as its marker (a control record) says."""
-
-    ABORT = 0
-    COMMIT = 1
 
 
 class CoordinatorShard(Protocol):
@@ -353,6 +364,44 @@ class CoordinatorRuntime(Generic[S]):
         self._deliver_when_committed(ctx, [(handle, value)])
         return future
 
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, result: TransactionResult,
+                             timeout_ms: int | None = None) -> asyncio.Future[None]:
+        """Write the marker ending ``producer_id``'s transaction into the partition and
+        replay it to the shard (Kafka's ``scheduleTransactionCompletion``); the future
+        resolves once the marker is committed (within ``timeout_ms``, default the commit
+        timeout). Raises :class:`CoordinatorError` at once when the shard is not active,
+        or the append's error (the log refuses a fenced coordinator epoch, a stale
+        producer epoch, ...); the shard then saw nothing."""
+        ctx = self._active(partition)
+        assert self._loop is not None and ctx.shard is not None
+        kind = (ControlRecordType.COMMIT if result is TransactionResult.COMMIT
+                else ControlRecordType.ABORT)
+        batch = build_control_batch(kind, producer_id=producer_id,
+                                    producer_epoch=producer_epoch,
+                                    coordinator_epoch=coordinator_epoch,
+                                    timestamp=time.time_ns() // 1_000_000)
+        try:
+            end = self._writer.append(ctx.tp, batch)
+        except KafkaError as e:
+            raise CoordinatorError(e.error_code, e.message) from None
+        ctx.written_offset = end
+        handle = next(self._handles)
+        future: asyncio.Future[None] = self._loop.create_future()
+        ctx.waiting[handle] = future
+        try:
+            ctx.shard.replay_end_transaction(end - 1, producer_id, producer_epoch, result)
+        except Exception:
+            # The log has the marker, the shard does not: rebuild it from the log.
+            self._log.exception("replaying a transaction marker failed", partition=ctx.index,
+                                producer_id=producer_id)
+            self._unload(ctx, "replaying a transaction marker failed")
+            if self._started and self._led.get(ctx.index) == ctx.leader_epoch:
+                self._schedule_load(ctx.index, ctx.leader_epoch)
+            return future
+        self._deliver_when_committed(ctx, [(handle, None)], timeout_ms)
+        return future
+
     def _active(self, partition: int) -> _CoordinatorPartition[S]:
         ctx = self._partitions.get(partition)
         if ctx is None:
@@ -373,7 +422,9 @@ class CoordinatorRuntime(Generic[S]):
         self._apply_timers(ctx, result.timers)
         if result.records:
             try:
-                self._append(ctx, result.records)
+                self._append(ctx, result.records,
+                             getattr(result, "producer_id", NO_PRODUCER_ID),
+                             getattr(result, "producer_epoch", NO_PRODUCER_EPOCH))
             except KafkaError as e:
                 self._fail_write(ctx, result, handle, e)
                 return
@@ -384,9 +435,19 @@ class CoordinatorRuntime(Generic[S]):
             self._deliver_when_committed(ctx, deliveries)
 
     def _append(self, ctx: _CoordinatorPartition[S],
-                records: Sequence[tuple[bytes, bytes | None]]) -> None:
+                records: Sequence[tuple[bytes, bytes | None]],
+                producer_id: int = NO_PRODUCER_ID,
+                producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+        transactional = producer_id >= 0
         batch = build_batch((SimpleRecord(value=v, key=k) for k, v in records),
-                            base_timestamp=time.time_ns() // 1_000_000)
+                            base_timestamp=time.time_ns() // 1_000_000,
+                            producer_id=producer_id if transactional else NO_PRODUCER_ID,
+                            producer_epoch=producer_epoch if transactional
+                            else NO_PRODUCER_EPOCH,
+                            # As Kafka's runtime: sequence 0 (the log checks sequences
+                            # of client appends only).
+                            base_sequence=0 if transactional else NO_SEQUENCE,
+                            is_transactional=transactional)
         # The high watermark may move inside this call (ISR of one): the writer then
         # ends earlier waits before this result is considered.
         ctx.written_offset = self._writer.append(ctx.tp, batch)
@@ -408,7 +469,8 @@ class CoordinatorRuntime(Generic[S]):
             self._schedule_load(ctx.index, ctx.leader_epoch)
 
     def _deliver_when_committed(self, ctx: _CoordinatorPartition[S],
-                                deliveries: list[tuple[Hashable, Any]]) -> None:
+                                deliveries: list[tuple[Hashable, Any]],
+                                timeout_ms: int | None = None) -> None:
         try:
             high_watermark = self._writer.high_watermark(ctx.tp)
         except KafkaError:
@@ -424,15 +486,18 @@ class CoordinatorRuntime(Generic[S]):
         # so responses keep the order of their operations.
         offset = ctx.written_offset
         key = next(self._handles)
+        timeout = self._commit_timeout_ms if timeout_ms is None else timeout_ms
         wait = self._writer.wait_until_committed(
-            ctx.tp, offset, self._commit_timeout_ms,
-            lambda committed: self._commit_wait_over(ctx, key, offset, deliveries, committed),
+            ctx.tp, offset, timeout,
+            lambda committed: self._commit_wait_over(ctx, key, offset, deliveries, committed,
+                                                     timeout),
         )
         if not wait.is_completed:
             ctx.commit_waits[key] = wait
 
     def _commit_wait_over(self, ctx: _CoordinatorPartition[S], key: int, offset: int,
-                          deliveries: list[tuple[Hashable, Any]], committed: bool) -> None:
+                          deliveries: list[tuple[Hashable, Any]], committed: bool,
+                          timeout_ms: int) -> None:
         ctx.commit_waits.pop(key, None)
         if ctx.closed:
             error = CoordinatorError(ErrorCode.not_coordinator,
@@ -444,7 +509,7 @@ class CoordinatorRuntime(Generic[S]):
             error = CoordinatorError(
                 ErrorCode.request_timed_out,
                 f"records up to offset {offset - 1} of {self.topic}-{ctx.index} were "
-                f"not committed within {self._commit_timeout_ms} ms",
+                f"not committed within {timeout_ms} ms",
             )
         for handle, _ in deliveries:
             self._fail(ctx, handle, error)

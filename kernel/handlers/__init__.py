@@ -18,6 +18,7 @@ from kernel.handlers import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_producers,
     describe_topic_partitions,
     fetch,
     incremental_alter_configs,
@@ -25,6 +26,7 @@ from kernel.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    write_txn_markers,
 )
 from kernel.hookspecs import hookimpl
 from kernel.requests import ApiRegistry
@@ -45,6 +47,8 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     incremental_alter_configs,
     describe_cluster,
     describe_topic_partitions,
+    write_txn_markers,
+    describe_producers,
 )
 
 

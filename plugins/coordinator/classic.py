@@ -938,6 +938,29 @@ class ClassicGroupManager:
             return ErrorCode.rebalance_in_progress
         return None
 
+    def validate_txn_offset_commit(
+        self, group: GroupMetadata | None, member_id: str, group_instance_id: str | None,
+        generation_id: int,
+    ) -> ErrorCode | None:
+        """Whether the group accepts a transactional commit (Kafka's
+        validateTransactionalOffsetCommit): unlike OffsetCommit, the group's state is not
+        enforced and a request without member and generation (v0-2) is accepted."""
+        if group is None:
+            # A simple group comes into being with the offsets; a generation names a group
+            # that should exist.
+            return None if generation_id < 0 else ErrorCode.illegal_generation
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return None
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is not None:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+        return None
+
     def reschedule_heartbeat(self, group: GroupMetadata, member_id: str, fx: Effects) -> None:
         """A commit proves the member is alive; during PreparingRebalance it is still
         allowed, the heartbeat response tells the member to rejoin."""

@@ -12,7 +12,7 @@ from kernel.hookspecs import hookimpl
 from kernel.requests import ApiRegistry, Handler, RequestContext
 from kernel.services import PluginServices
 from plugins.coordinator.handlers import HANDLER_MODULES
-from plugins.coordinator.service import GroupCoordinatorService
+from plugins.coordinator.service import OFFSETS_TOPIC, GroupCoordinatorService
 from plugins.coordinator.settings import CoordinatorSettings
 
 __all__ = ["PLUGIN_NAME", "CoordinatorPlugin"]
@@ -43,8 +43,13 @@ class CoordinatorPlugin:
 
     @hookimpl
     def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
-        registry.register(CoordinatorType.GROUP,
-                          lambda group_id: self.service.coordinator_partition(group_id))
+        registry.register(
+            CoordinatorType.GROUP,
+            lambda group_id: self.service.coordinator_partition(group_id),
+            topic=OFFSETS_TOPIC,
+            # Markers for __consumer_offsets go through the runtime (WriteTxnMarkers).
+            complete_transaction=lambda *marker: self.service.complete_transaction(*marker),
+        )
 
     def _bind(self, module: ModuleType) -> Handler:
         handle = module.handle

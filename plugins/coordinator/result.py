@@ -118,6 +118,11 @@ class CoordinatorResult(Generic[T]):
     """Responses to requests parked earlier."""
     timers: tuple[TimerOperation, ...] = ()
     """Apply now, in order."""
+    producer_id: int = -1
+    """A transactional write (TxnOffsetCommit): the records are appended as a
+    transactional batch of this producer; -1 for any other write."""
+    producer_epoch: int = -1
+    transactional_id: str | None = None
 
 
 @dataclass(slots=True)

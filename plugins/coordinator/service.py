@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import NewTopic
-from kernel.coordination import CoordinatorError, CoordinatorPartitionWriter, CoordinatorRuntime
+from kernel.coordination import (
+    CoordinatorError,
+    CoordinatorPartitionWriter,
+    CoordinatorRuntime,
+    TransactionResult,
+)
 from kernel.protocol.errors import KafkaError
 from plugins.coordinator.context import RequestContext
 from plugins.coordinator.metrics import GroupMetrics
@@ -148,6 +153,15 @@ class GroupCoordinatorService:
             if error == ErrorCode.coordinator_load_in_progress:
                 error = while_loading
             return error_response(error)
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, result: TransactionResult,
+                             timeout_ms: int) -> asyncio.Future[None]:
+        """WriteTxnMarkers for a partition of ``__consumer_offsets`` (Kafka's
+        ``completeTransaction``): the runtime writes the marker and the shard commits
+        or drops the producer's pending offsets; resolves once committed."""
+        return self.runtime.complete_transaction(partition, producer_id, producer_epoch,
+                                                 coordinator_epoch, result, timeout_ms)
 
     def read(self, group_id: str, fn: Callable[[GroupCoordinatorShard], T]) -> asyncio.Future[T]:
         return self.runtime.read(self.partition_of(group_id), fn)

@@ -51,6 +51,8 @@ from kio.schema.offset_fetch.v9.request import OffsetFetchRequestGroup
 from kio.schema.offset_fetch.v9.response import OffsetFetchResponseGroup
 from kio.schema.sync_group.v5.request import SyncGroupRequest
 from kio.schema.sync_group.v5.response import SyncGroupResponse
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
+from kio.schema.txn_offset_commit.v4.response import TxnOffsetCommitResponse
 
 from kernel.coordination import TransactionResult
 from plugins.coordinator.classic import ClassicGroupManager
@@ -126,23 +128,26 @@ class GroupCoordinatorShard:
     def replay(self, offset: int, producer_id: int, producer_epoch: int,
                key: bytes, value: bytes | None) -> None:
         """Apply one ``__consumer_offsets`` record: at load, for every record in log
-        order. Records of group types this coordinator does not host are skipped. No
-        transactional offset commit is kept pending yet (TxnOffsetCommit is not served),
-        so where and by whom a record was written changes nothing."""
-        self._apply(key, value)
+        order. Records of group types this coordinator does not host are skipped. An
+        offset commit in a batch with a producer id (TxnOffsetCommit) stays pending
+        until that producer's transaction marker."""
+        self._apply(key, value, offset, producer_id)
 
     def replay_end_transaction(self, offset: int, producer_id: int, producer_epoch: int,
                                result: TransactionResult) -> None:
-        """A transaction marker: nothing is pending on it here (see :meth:`replay`)."""
+        """A transaction marker, at load or written live (WriteTxnMarkers): the
+        producer's pending offsets are committed or dropped."""
+        self._offsets.replay_end_transaction(producer_id, result, offset)
 
-    def _apply(self, key: bytes, value: bytes | None) -> None:
+    def _apply(self, key: bytes, value: bytes | None, offset: int | None = None,
+               producer_id: int = -1) -> None:
         try:
             record_key = decode_key(key)
         except UnknownRecordType:
             log.debug("skipping a __consumer_offsets record of another group type")
             return
         if isinstance(record_key, OffsetCommitKey):
-            self._offsets.replay(record_key, value)
+            self._offsets.replay(record_key, value, offset=offset, producer_id=producer_id)
         elif value is None:
             self._classic.replay(record_key.group, None)
             self._offsets.remove_group(record_key.group)
@@ -239,6 +244,15 @@ class GroupCoordinatorShard:
         retention_time_ms: int = -1,
     ) -> CoordinatorResult[OffsetCommitResponse]:
         return self._offsets.commit_offsets(ctx, request, retention_time_ms=retention_time_ms)
+
+    def commit_transactional_offsets(
+        self, ctx: RequestContext, request: TxnOffsetCommitRequest
+    ) -> CoordinatorResult[TxnOffsetCommitResponse]:
+        return self._offsets.commit_transactional_offsets(ctx, request)
+
+    def pending_offsets(self, producer_id: int) -> Mapping[str, Mapping[TopicPartition, int]]:
+        """The producer's pending transactional offsets by group; for tests."""
+        return self._offsets.pending_offsets(producer_id)
 
     def fetch_offsets(
         self, ctx: RequestContext, request: OffsetFetchRequestGroup, *, require_stable: bool = False

@@ -98,22 +98,26 @@ def test_a_control_record_with_a_short_key_fails_the_load() -> None:
     assert e.value.error_code == ErrorCode.corrupt_message
 
 
-def test_the_group_shard_applies_transactional_commits_and_accepts_the_markers() -> None:
-    """The group coordinator keeps no pending transactional offsets yet: it applies a
-    commit whatever its batch, as before, and takes the markers without effect."""
+def test_the_group_shard_applies_transactional_commits_at_their_commit_marker() -> None:
+    """The group coordinator keeps a transactional commit pending until its producer's
+    marker, which the replay hands it (test_group_txn_offsets.py covers the rest)."""
     def commit(offset: int) -> tuple[bytes, bytes | None]:
         return offset_commit_record("g", "t", 0, OffsetCommitValue(
             offset=offset, metadata="", commit_timestamp=1, leader_epoch=-1,
             expire_timestamp=-1))
 
-    log = b"".join((
+    open_transaction = b"".join((
         build_batch(records(commit(10)), base_offset=0),
         build_batch(records(commit(20)), base_offset=1, producer_id=PID, producer_epoch=EPOCH,
                     base_sequence=0, is_transactional=True),
-        build_control_batch(ControlRecordType.COMMIT, producer_id=PID, producer_epoch=EPOCH,
-                            coordinator_epoch=0, timestamp=0, base_offset=2),
     ))
+    log = open_transaction + build_control_batch(
+        ControlRecordType.COMMIT, producer_id=PID, producer_epoch=EPOCH, coordinator_epoch=0,
+        timestamp=0, base_offset=2)
     shard = GroupCoordinatorShard()
     assert replay_batches(shard, log, 0) == (3, 3)
     shard.on_loaded()
     assert shard.offsets("g")[("t", 0)].offset == 20
+    pending = GroupCoordinatorShard()
+    assert replay_batches(pending, open_transaction, 0) == (2, 2)
+    assert pending.offsets("g")[("t", 0)].offset == 10

@@ -52,6 +52,15 @@ class Result:
     timers: tuple[Schedule | Cancel, ...] = ()
 
 
+@dataclass(frozen=True)
+class TxnResult(Result):
+    """Records a producer writes inside its transaction."""
+
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transactional_id: str | None = None
+
+
 class KeyValueShard:
     """Keys and values; ``wait`` parks until its key is written."""
 
@@ -60,15 +69,33 @@ class KeyValueShard:
         self.waiting: dict[bytes, list[Hashable]] = {}
         # (offset, producer id, producer epoch, key) of each record replayed at load.
         self.replayed: list[tuple[int, int, int, bytes]] = []
+        # A producer's transactional writes, applied when its commit marker comes.
+        self.pending: dict[int, dict[bytes, bytes | None]] = {}
+        # (offset, producer id, producer epoch, result) of each marker replayed.
+        self.markers: list[tuple[int, int, int, TransactionResult]] = []
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int,
                key: bytes, value: bytes | None) -> None:
         self.replayed.append((offset, producer_id, producer_epoch, key))
-        self._set(key, value)
+        if producer_id >= 0:
+            self.pending.setdefault(producer_id, {})[key] = value
+        else:
+            self._set(key, value)
 
     def replay_end_transaction(self, offset: int, producer_id: int, producer_epoch: int,
                                result: TransactionResult) -> None:
-        pass
+        self.markers.append((offset, producer_id, producer_epoch, result))
+        writes = self.pending.pop(producer_id, {})
+        if result is TransactionResult.COMMIT:
+            for key, value in writes.items():
+                self._set(key, value)
+
+    def put_in_transaction(self, producer_id: int, producer_epoch: int, key: bytes,
+                           value: bytes) -> TxnResult:
+        self.pending.setdefault(producer_id, {})[key] = value
+        return TxnResult(records=((key, value),), response="pending",
+                         producer_id=producer_id, producer_epoch=producer_epoch,
+                         transactional_id="txn")
 
     def _set(self, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -354,6 +381,73 @@ def test_deleting_the_partition_unloads_the_shard() -> None:
         with pytest.raises(CoordinatorError) as info:
             r.write(0, lambda s, _: s.put(b"x", b"1"))
         assert info.value.error_code == ErrorCode.not_coordinator
+        await r.stop()
+
+    run(scenario, auto_commit=False)
+
+
+def logged_batches(writer: InMemoryPartitionWriter) -> list[tuple[int, int, bool, bool]]:
+    """(producer id, producer epoch, transactional, control) of each batch of TP."""
+    return [(h.producer_id, h.producer_epoch, h.is_transactional, h.is_control)
+            for h, _ in iter_batches(writer.records(TP))]
+
+
+def test_a_transactional_write_is_a_batch_of_its_producer_until_the_marker() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        r, shard = await leading(writer, timer)
+        assert await r.write(0, lambda s, _: s.put(b"a", b"1")) == "ok"
+        assert await r.write(0, lambda s, _: s.put_in_transaction(40, 2, b"b", b"2")) \
+            == "pending"
+        assert await r.write(0, lambda s, _: s.put_in_transaction(41, 0, b"c", b"3")) \
+            == "pending"
+        assert logged_batches(writer) == [(-1, -1, False, False), (40, 2, True, False),
+                                          (41, 0, True, False)]
+        assert shard.values == {b"a": b"1"}
+
+        await r.complete_transaction(0, 40, 2, 9, TransactionResult.COMMIT)
+        await r.complete_transaction(0, 41, 0, 9, TransactionResult.ABORT)
+        # The markers are control batches of their producers, replayed to the live shard
+        # at their offsets.
+        assert logged_batches(writer)[3:] == [(40, 2, True, True), (41, 0, True, True)]
+        assert shard.markers == [(3, 40, 2, TransactionResult.COMMIT),
+                                 (4, 41, 0, TransactionResult.ABORT)]
+        assert shard.values == {b"a": b"1", b"b": b"2"}
+        assert shard.pending == {}
+        await r.stop()
+
+        # A load replays the same: the records with their producer, then the markers.
+        again = runtime(writer, timer)
+        reloaded = await active(again)
+        assert reloaded.replayed == [(0, -1, -1, b"a"), (1, 40, 2, b"b"), (2, 41, 0, b"c")]
+        assert reloaded.markers == shard.markers
+        assert reloaded.values == shard.values
+        await again.stop()
+
+    run(scenario)
+
+
+def test_a_transaction_marker_is_answered_once_committed() -> None:
+    async def scenario(writer: InMemoryPartitionWriter, timer: Timer) -> None:
+        r, shard = await leading(writer, timer, commit_timeout_ms=50)
+        r.write(0, lambda s, _: s.put_in_transaction(40, 0, b"b", b"2"))
+        done = r.complete_transaction(0, 40, 0, 1, TransactionResult.COMMIT, 5_000)
+        await settle()
+        # Applied to the shard at once, answered only once the marker is committed; the
+        # caller's timeout (5 s) is the marker's, not the runtime's commit timeout.
+        assert shard.values == {b"b": b"2"} and not done.done()
+        await asyncio.sleep(0.1)
+        assert not done.done()
+        writer.commit(TP)
+        assert await done is None
+        # Not led here, or refused by the log: the error, and the shard saw nothing.
+        with pytest.raises(CoordinatorError) as info:
+            r.complete_transaction(3, 40, 0, 1, TransactionResult.COMMIT)
+        assert info.value.error_code == ErrorCode.not_coordinator
+        writer.refuse_next_append(KafkaError(ErrorCode.transaction_coordinator_fenced, "old"))
+        with pytest.raises(CoordinatorError) as info:
+            r.complete_transaction(0, 40, 0, 0, TransactionResult.ABORT)
+        assert info.value.error_code == ErrorCode.transaction_coordinator_fenced
+        assert len(shard.markers) == 1
         await r.stop()
 
     run(scenario, auto_commit=False)

@@ -21,6 +21,7 @@ from plugins.coordinator.handlers import (
     offset_delete,
     offset_fetch,
     sync_group,
+    txn_offset_commit,
 )
 
 HANDLER_MODULES: tuple[ModuleType, ...] = (
@@ -34,4 +35,5 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_groups,
     delete_groups,
     offset_delete,
+    txn_offset_commit,
 )
