@@ -64,9 +64,20 @@ def parse_endpoints(values: list[str], protocol_map: list[str], key: str) -> lis
 
 def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
                          advertised: list[Endpoint] | None) -> None:
-    """What names a listener must name one: inter.broker.listener.name (Kafka: one of
-    the advertised listeners) and each listener.name.<name>. prefix."""
+    """Kafka's checks of listener names: advertised.listeners names a subset of
+    listeners, at routable addresses; inter.broker.listener.name is one of the
+    advertised listeners; each listener.name.<name>. prefix names a listener."""
     names = {e.listener_name for e in endpoints}
+    if advertised:
+        extra = sorted({e.listener_name for e in advertised} - names)
+        if extra:
+            raise ConfigError(
+                f"advertised.listeners: listener names must be equal to or a subset of the "
+                f"ones defined in listeners; {', '.join(extra)} is not one of "
+                f"{', '.join(sorted(names))}")
+        if any(e.host == "0.0.0.0" for e in advertised):
+            raise ConfigError("advertised.listeners: cannot use the nonroutable "
+                              "meta-address 0.0.0.0; use a routable IP address")
     inter = cfg.inter_broker_listener_name
     if inter is not None:
         offered = {e.listener_name for e in advertised} if advertised else names

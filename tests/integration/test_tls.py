@@ -375,6 +375,13 @@ BAD_SETTINGS = [
     ("inter broker listener", lambda p: _keystore(p, "server")
      + '\n"inter.broker.listener.name" = "REPLICATION"', "inter.broker.listener.name",
      "must be a listener name defined in listeners"),
+    ("advertised listener", lambda p: _keystore(p, "server")
+     + '\n"advertised.listeners" = ["SSL://localhost:9093", "SASL_SSL://localhost:9094"]',
+     "advertised.listeners", "SASL_SSL is not one of PLAINTEXT, SSL"),
+    ("inter broker listener not advertised", lambda p: _keystore(p, "server")
+     + '\n"advertised.listeners" = ["SSL://localhost:9093"]'
+     + '\n"inter.broker.listener.name" = "plaintext"', "inter.broker.listener.name",
+     "must be a listener name defined in advertised.listeners (SSL)"),
     ("mapping rule", lambda p: _keystore(p, "server")
      + '\n"ssl.principal.mapping.rules" = "RULE:^CN=(.*)$/$1/X"',
      "ssl.principal.mapping.rules", "invalid rule"),
