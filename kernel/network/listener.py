@@ -286,17 +286,26 @@ class Listener:
             self._handshake_failed(address, e)
 
     def _handshake_failed(self, address: str, error: Exception) -> None:
+        if isinstance(error, ssl.SSLError) and error.reason:
+            reason = error.reason  # OpenSSL's code: a small set, so a bounded key
+        elif isinstance(error, ConnectionAbortedError | TimeoutError):
+            reason = ("not finished within connections.max.idle.ms "
+                      f"({self._idle_timeout_s * 1000:.0f} ms)")
+        else:
+            reason = type(error).__name__  # the client went away (a reset, an EOF)
+        # Once per address and reason: a client missing its certificate is still named
+        # after the same address's plaintext probe.
+        if self._tls_notices.due(f"{address} {reason}"):
+            self._log_handshake_failure(address, reason)
         self._on_rejected("tls_handshake_failed")
-        if not self._tls_notices.due(address):
-            return
-        reason = getattr(error, "reason", None) or str(error) or type(error).__name__
-        if reason in PLAINTEXT_REASONS:
-            reason += (" (a plaintext client? is it configured with security.protocol "
-                       f"{self.endpoint.security_protocol}?)")
+
+    def _log_handshake_failure(self, address: str, reason: str) -> None:
+        hint = (f" (a plaintext client? is it configured with security.protocol "
+                f"{self.endpoint.security_protocol}?)" if reason in PLAINTEXT_REASONS else "")
         self._log.warning(
             f"closing a connection to listener {self.endpoint.listener_name} "
-            f"({self.endpoint.security_protocol}): the TLS handshake failed: {reason}; "
-            "logged once per address every "
+            f"({self.endpoint.security_protocol}): the TLS handshake failed: {reason}{hint}; "
+            "logged once per address and reason every "
             f"{self._tls_notices.period_s:.0f} s", client=address,
         )
 

@@ -137,6 +137,17 @@ def _refused(port: int, ctx: ssl.SSLContext) -> bool:
         return True
 
 
+def _failed_handshakes(b: EmbeddedBroker, listener: str, count: int) -> None:
+    """Wait until the broker counted ``count`` failed handshakes (it logs each before)."""
+    assert b.broker is not None
+    deadline = time.monotonic() + 10
+    while (b.broker.metrics.registry.get_sample_value(
+            "kafkernel_connections_rejected_total",
+            {"listener": listener, "reason": "tls_handshake_failed"}) or 0) < count:
+        assert time.monotonic() < deadline, "the broker did not count the failed handshake"
+        time.sleep(0.01)
+
+
 # -- clients over SSL ------------------------------------------------------------------
 
 
@@ -229,8 +240,9 @@ def test_required_client_auth_refuses_a_client_without_a_trusted_certificate(
     assert _refused(_port(b), _client_context(pki, cert))
     assert _served(_port(b), _client_context(pki, "client"))
     assert not [p for p in _recorded(b).principals() if p != f"User:{CLIENT_SUBJECT}"]
+    _failed_handshakes(b, "SSL", 2)
     logged = [line for line in capsys.readouterr().err.splitlines() if "handshake" in line]
-    assert len(logged) == 1, logged  # once per address
+    assert len(logged) == 1, logged  # once per address and reason
     assert "127.0.0.1" in logged[0]
 
 
@@ -301,6 +313,7 @@ def test_plaintext_on_a_tls_port_and_tls_on_a_plaintext_port(
         with pytest.raises((ssl.SSLError, OSError)):
             _tls_socket(plain, _client_context(pki)).close()
     assert _served(plain) and _served(tls, _client_context(pki))
+    _failed_handshakes(b, "SSL", 3)
     err = capsys.readouterr().err.splitlines()
     on_tls = [line for line in err if "TLS handshake failed" in line]
     on_plain = [line for line in err if "to a PLAINTEXT listener" in line]
@@ -314,6 +327,7 @@ def test_plaintext_on_a_tls_port_and_tls_on_a_plaintext_port(
 
 def test_a_handshake_that_never_ends_gives_its_connection_slot_back(
     broker_factory: Callable[..., EmbeddedBroker], pki: Pki,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     b = broker_factory(_tls(pki, max_connections=1, connections_max_idle_ms=500))
     with socket.create_connection(("127.0.0.1", _port(b)), timeout=10) as stalled:
@@ -322,6 +336,15 @@ def test_a_handshake_that_never_ends_gives_its_connection_slot_back(
         assert stalled.recv(1) == b""
         assert time.monotonic() - started < 5
     assert _served(_port(b), _client_context(pki))
+    # Another reason from the same address is logged too.
+    with socket.create_connection(("127.0.0.1", _port(b)), timeout=10) as raw:
+        raw.sendall(encode_request(ApiVersionsRequest()))
+        assert _closed(raw)
+    _failed_handshakes(b, "SSL", 2)
+    err = [line for line in capsys.readouterr().err.splitlines() if "handshake" in line]
+    assert len(err) == 2, err
+    assert "not finished within connections.max.idle.ms (500 ms)" in err[0]
+    assert "WRONG_VERSION_NUMBER (a plaintext client?" in err[1]
 
 
 # -- bad settings --------------------------------------------------------------------------
