@@ -447,3 +447,19 @@ def test_good_tls_settings_pass_config_check(tmp_path: Path, pki: Pki) -> None:
                   '["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"]'):
         result = _check(tmp_path, pki, lines)
         assert result.returncode == 0, result.stderr
+
+
+def test_describe_configs_hides_the_key_password(
+    broker_factory: Callable[..., EmbeddedBroker], pki: Pki,
+) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    b = broker_factory(_tls(pki, ssl_keystore_location=pki.path("server_encrypted"),
+                            ssl_key_password=KEY_PASSWORD))
+    admin = AdminClient(_librdkafka(b, pki, cert=None))
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
+    password = entries["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert entries["ssl.keystore.location"].value == pki.path("server_encrypted")
+    assert entries["ssl.client.auth"].value == "none"
