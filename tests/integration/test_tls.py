@@ -463,3 +463,20 @@ def test_describe_configs_hides_the_key_password(
     assert password.is_sensitive and password.value is None
     assert entries["ssl.keystore.location"].value == pki.path("server_encrypted")
     assert entries["ssl.client.auth"].value == "none"
+
+
+def test_a_certificate_no_mapping_rule_names_is_refused(
+    broker_factory: Callable[..., EmbeddedBroker], pki: Pki,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kafka fails the login when no ssl.principal.mapping.rules rule applies."""
+    b = broker_factory(_tls(pki, ssl_client_auth="requested",
+                            ssl_principal_mapping_rules="RULE:^CN=bob,.*$/bob/"),
+                       plugins=PLUGINS)
+    assert _refused(_port(b), _client_context(pki, "client"))
+    # Without a certificate the client is ANONYMOUS, which no rule is asked about.
+    with _tls_socket(_port(b), _client_context(pki)) as s:
+        _ask(s, DESCRIBE_TOPIC)
+    assert _recorded(b).principals() == {"User:ANONYMOUS"}
+    err = capsys.readouterr().err
+    assert f"no ssl.principal.mapping.rules rule applies to {CLIENT_SUBJECT}" in err
