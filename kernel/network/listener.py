@@ -129,7 +129,8 @@ class Listener:
         self._pool = pool
         self._receive = ReceiveBuffer()
         # A TLS client on a plaintext port retries, as does a plaintext client or one
-        # with an untrusted certificate on a TLS port: one warning per address per period.
+        # with an untrusted certificate on a TLS port: one warning per address (and
+        # handshake failure) per period.
         self._tls_notices = Notices()
         self._sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
@@ -273,13 +274,21 @@ class Listener:
         done. One that fails or does not finish within connections.max.idle.ms (Kafka
         closes a channel idle in its handshake the same way) gives its slot back."""
         loop = asyncio.get_running_loop()
+        conn: KafkaConnection | None = None
+
+        def protocol() -> KafkaConnection:
+            nonlocal conn
+            conn = self._protocol(address)
+            return conn
+
         try:
-            await loop.connect_accepted_socket(
-                functools.partial(self._protocol, address), sock, ssl=context,
-                ssl_handshake_timeout=self._idle_timeout_s)
+            await loop.connect_accepted_socket(protocol, sock, ssl=context,
+                                               ssl_handshake_timeout=self._idle_timeout_s)
         except BaseException as e:
-            self._quotas.closed(address)
-            self._quotas.release_slot()
+            if conn is None or conn.transport is None:
+                # Never opened: its connection_lost will not give the slot back.
+                self._quotas.closed(address)
+                self._quotas.release_slot()
             sock.close()
             if not isinstance(e, Exception):
                 raise
