@@ -312,6 +312,73 @@ class BrokerConfig:
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
         "Listener name to security protocol.", check=protocol_map,
     )
+    inter_broker_listener_name: str | None = setting(
+        "inter.broker.listener.name", None,
+        "Listener the brokers use between themselves; must name one of listeners.",
+    )
+    # TLS (ssl.*): every one may be set per listener as listener.name.<name>.ssl.*.
+    ssl_keystore_type: str = setting(
+        "ssl.keystore.type", "JKS", "Format of the keystore; PEM is the one read (KIP-651).",
+    )
+    ssl_keystore_location: str | None = setting(
+        "ssl.keystore.location", None,
+        "PEM file with the listener's private key and its certificate chain.",
+    )
+    ssl_keystore_password: str | None = setting(
+        "ssl.keystore.password", None, "Not used with PEM (ssl.key.password decrypts the "
+        "key).", sensitive=True,
+    )
+    ssl_keystore_certificate_chain: str | None = setting(
+        "ssl.keystore.certificate.chain", None,
+        "The certificate chain in PEM, inline (instead of ssl.keystore.location).",
+        sensitive=True,
+    )
+    ssl_keystore_key: str | None = setting(
+        "ssl.keystore.key", None, "The private key in PEM (PKCS#8), inline.", sensitive=True,
+    )
+    ssl_key_password: str | None = setting(
+        "ssl.key.password", None, "Password of an encrypted private key.", sensitive=True,
+    )
+    ssl_truststore_type: str = setting(
+        "ssl.truststore.type", "JKS",
+        "Format of the truststore; PEM is the one read (KIP-651).",
+    )
+    ssl_truststore_location: str | None = setting(
+        "ssl.truststore.location", None,
+        "PEM file with the CA certificates client certificates are checked against.",
+    )
+    ssl_truststore_password: str | None = setting(
+        "ssl.truststore.password", None, "Not used with PEM.", sensitive=True,
+    )
+    ssl_truststore_certificates: str | None = setting(
+        "ssl.truststore.certificates", None, "Trusted certificates in PEM, inline.",
+        sensitive=True,
+    )
+    ssl_client_auth: str = setting(
+        "ssl.client.auth", "none", "Client certificates: none, requested or required.",
+        check=one_of("none", "requested", "required"),
+    )
+    ssl_protocol: str = setting(
+        "ssl.protocol", "TLSv1.3", "The TLS protocol (TLSv1.2 or TLSv1.3).",
+        check=one_of("TLSv1.2", "TLSv1.3", "TLS"),
+    )
+    ssl_enabled_protocols: list[str] = setting(
+        "ssl.enabled.protocols", ["TLSv1.2", "TLSv1.3"], "TLS versions a listener accepts.",
+        check=lambda v: None if v and all(p in ("TLSv1.2", "TLSv1.3") for p in v)
+        else "a non-empty list of TLSv1.2, TLSv1.3",
+    )
+    ssl_cipher_suites: list[str] = setting(
+        "ssl.cipher.suites", [], "TLS 1.2 cipher suites (IANA or OpenSSL names); empty "
+        "is OpenSSL's default set. TLS 1.3 suites are always on.",
+    )
+    ssl_principal_mapping_rules: str = setting(
+        "ssl.principal.mapping.rules", "DEFAULT", "Rules mapping a client certificate's "
+        "subject (RFC 2253) to a principal name: RULE:pattern/replacement/[LU], DEFAULT.",
+    )
+    ssl_endpoint_identification_algorithm: str | None = setting(
+        "ssl.endpoint.identification.algorithm", "https",
+        "A client setting, accepted and not used by the broker.",
+    )
     log_dirs: list[str] = setting(
         "log.dirs", ["/tmp/kafka-logs"], "Directories holding partition logs and metadata.",
         check=log_dir_list,
@@ -477,6 +544,8 @@ class BrokerConfig:
         "logging.level", "info", "Log level.",
         check=one_of("debug", "info", "warning", "error"),
     )
+    # listener.name.<name>.ssl.*: listener name (upper case) -> Kafka name -> value.
+    listener_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def log_retention_ms_resolved(self) -> int:
@@ -658,7 +727,11 @@ def load_config(
     for name, table in (plugin_tables or {}).items():
         plugin_values.setdefault(name, {}).update(table)
 
+    per_listener = {k: flat.pop(k) for k in [k for k in flat if k.startswith(LISTENER_PREFIX)]}
     broker = BROKER_SCHEMA.build(flat, source)
+    if per_listener:
+        broker = dataclasses.replace(
+            broker, listener_overrides=_listener_overrides(per_listener, source))
     enabled = plugin_values.pop("enabled", [])
     if not isinstance(enabled, list) or not all(isinstance(p, str) for p in enabled):
         raise ConfigError(f"{source}: plugins.enabled: expected a list of plugin names")
@@ -671,6 +744,30 @@ def load_config(
             )
         tables[name] = _flatten(table)
     return LoadedConfig(source, broker, tuple(dict.fromkeys(enabled)), tables, frozenset(flat))
+
+
+LISTENER_PREFIX = "listener.name."
+
+
+def _listener_overrides(
+    values: Mapping[str, Any], source: str
+) -> dict[str, dict[str, Any]]:
+    """Kafka's per-listener settings, ``listener.name.<listener>.ssl.*``: checked as the
+    setting they override. The listener is matched case-insensitively (Kafka's prefix
+    is its lower-case name); the broker refuses a prefix that names no listener."""
+    keys = schema_keys(BrokerConfig)
+    out: dict[str, dict[str, Any]] = {}
+    for name, raw in values.items():
+        where = f"{source}: {name}"
+        listener, _, sub = name[len(LISTENER_PREFIX):].partition(".")
+        key = keys.get(sub)
+        if not listener or key is None or not sub.startswith("ssl."):
+            raise ConfigError(
+                f"{where}: unknown key; per listener (listener.name.<listener>.KEY) only "
+                "the ssl.* settings may be set"
+            )
+        out.setdefault(listener.upper(), {})[sub] = coerce(key, raw, where)
+    return out
 
 
 def _apply_override(

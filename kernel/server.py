@@ -36,9 +36,10 @@ from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
-from kernel.network.listener import Endpoint, Listener, parse_endpoints
+from kernel.network.listener import Endpoint, Listener, check_listener_names, parse_endpoints
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
+from kernel.network.tls import TLS_PROTOCOLS, server_tls
 from kernel.plugins import KERNEL_PLUGIN, PluginFacade
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
@@ -85,6 +86,11 @@ class Broker:
                                 "advertised.listeners")
                 if cfg.advertised_listeners else None
             )
+            check_listener_names(cfg, self.endpoints, self.advertised)
+            # TLS contexts are made (their PEM files read and checked) before anything
+            # starts, so config check refuses what serve would.
+            tls = {e.listener_name: server_tls(cfg, e.listener_name)
+                   for e in self.endpoints if e.security_protocol in TLS_PROTOCOLS}
             # Shared by every listener: Kafka counts connections and request memory per
             # broker.
             self.connection_quotas = connection_quotas(cfg)
@@ -99,7 +105,8 @@ class Broker:
                      on_count=self.metrics.connections.labels(e.listener_name).set,
                      on_rejected=self.metrics.connection_rejected(e.listener_name),
                      on_session_opened=self.plugins.connection_opened,
-                     on_session_closed=self.plugins.connection_closed)
+                     on_session_closed=self.plugins.connection_closed,
+                     tls=tls.get(e.listener_name))
             for e in self.endpoints
         ]
         # What SaslHandshake offers per listener; a SASL listener needs at least one.

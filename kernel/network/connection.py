@@ -82,6 +82,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_open: Callable[[KafkaConnection], None],
         on_close: Callable[[KafkaConnection], None],
         on_tls: Callable[[KafkaConnection], None],
+        principal_of: Callable[[Any], str] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._listener_name = listener_name
@@ -93,6 +94,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._on_open = on_open
         self._on_close = on_close
         self._on_tls = on_tls
+        # SSL listeners: names the client by its certificate (kernel.network.tls).
+        self._principal_of = principal_of
         # Bytes of a size prefix not yet whole (fewer than 4), kept between reads.
         self._head = b""
         # The frame being filled (a view of its own buffer) and how much of it arrived.
@@ -129,9 +132,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         session = self.session = Session(peer_s, self._listener_name, self._security_protocol)
-        if self._security_protocol in AUTHENTICATED_AT_OPEN:
-            session.authenticate(ANONYMOUS)
         self.log = self.log.bind(peer=peer_s, listener=self._listener_name)
+        if self._security_protocol in AUTHENTICATED_AT_OPEN:
+            principal = ANONYMOUS
+            if self._principal_of is not None and self._security_protocol == "SSL":
+                try:
+                    principal = self._principal_of(transport.get_extra_info("ssl_object"))
+                except Exception as e:  # no mapping rule names it: Kafka fails the login
+                    self.log.warning("closing a TLS connection: its certificate names no "
+                                     "principal", reason=str(e))
+                    self.session = None
+                    self._closed = True
+                    transport.close()
+                    return
+            session.authenticate(principal)
         self._arm_idle_timer()
         self._on_open(self)
 

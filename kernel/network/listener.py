@@ -8,22 +8,23 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernel.config import ConfigError
+from kernel.config import BrokerConfig, ConfigError
 from kernel.logging import Notices
 from kernel.network.connection import KafkaConnection, ReceiveBuffer
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, normalize_address
+from kernel.network.tls import TLS_PROTOCOLS, ServerTls
 
 if TYPE_CHECKING:
     from kernel.network.dispatch import RequestDispatcher
     from kernel.requests import Session
 
-# Without TLS: SSL and SASL_SSL come with the TLS transport.
-SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LISTEN_BACKLOG = 1024
 
 
@@ -61,7 +62,42 @@ def parse_endpoints(values: list[str], protocol_map: list[str], key: str) -> lis
     return endpoints
 
 
+def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
+                         advertised: list[Endpoint] | None) -> None:
+    """Kafka's checks of listener names: advertised.listeners names a subset of
+    listeners, at routable addresses; inter.broker.listener.name is one of the
+    advertised listeners; each listener.name.<name>. prefix names a listener."""
+    names = {e.listener_name for e in endpoints}
+    if advertised:
+        extra = sorted({e.listener_name for e in advertised} - names)
+        if extra:
+            raise ConfigError(
+                f"advertised.listeners: listener names must be equal to or a subset of the "
+                f"ones defined in listeners; {', '.join(extra)} is not one of "
+                f"{', '.join(sorted(names))}")
+        if any(e.host == "0.0.0.0" for e in advertised):
+            raise ConfigError("advertised.listeners: cannot use the nonroutable "
+                              "meta-address 0.0.0.0; use a routable IP address")
+    inter = cfg.inter_broker_listener_name
+    if inter is not None:
+        offered = {e.listener_name for e in advertised} if advertised else names
+        if inter.upper() not in offered:
+            raise ConfigError(
+                f"inter.broker.listener.name: {inter} must be a listener name defined in "
+                f"{'advertised.listeners' if advertised else 'listeners'} "
+                f"({', '.join(sorted(offered))})")
+    for name, overrides in cfg.listener_overrides.items():
+        if name not in names:
+            key = f"listener.name.{name.lower()}.{next(iter(overrides))}"
+            raise ConfigError(f"{key}: no listener {name} in listeners "
+                              f"({', '.join(sorted(names))})")
+
+
 ACCEPT_ERROR_BACKOFF_S = 0.1
+# What OpenSSL says of a client that does not speak TLS (Kafka's size prefix instead of
+# a ClientHello), to tell the operator what is likely wrong.
+PLAINTEXT_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG",
+                               "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL"})
 
 
 class Listener:
@@ -72,14 +108,19 @@ class Listener:
         on_rejected: Callable[[str], None] | None = None,
         on_session_opened: Callable[[Session], None] | None = None,
         on_session_closed: Callable[[Session], None] | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
-                f"listeners: {endpoint.listener_name} uses {endpoint.security_protocol}, "
-                f"which needs TLS, not available yet; supported: "
-                f"{', '.join(SUPPORTED_PROTOCOLS)}"
+                f"listeners: {endpoint.listener_name} uses {endpoint.security_protocol}; "
+                f"supported: {', '.join(SUPPORTED_PROTOCOLS)}"
             )
+        if (tls is not None) != (endpoint.security_protocol in TLS_PROTOCOLS):
+            raise ValueError(f"{endpoint.listener_name}: TLS is for SSL and SASL_SSL only")
         self.endpoint = endpoint
+        self._tls = tls
+        # Handshakes under way (TLS listeners): each one holds a connection slot.
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._dispatcher = dispatcher
         self._log = dispatcher.log.bind(listener=endpoint.listener_name)
         self._max_request_size = max_request_size
@@ -87,7 +128,9 @@ class Listener:
         self._quotas = quotas
         self._pool = pool
         self._receive = ReceiveBuffer()
-        # A TLS client on a plaintext port retries: one warning per address per period.
+        # A TLS client on a plaintext port retries, as does a plaintext client or one
+        # with an untrusted certificate on a TLS port: one warning per address (and
+        # handshake failure) per period.
         self._tls_notices = Notices()
         self._sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
@@ -146,6 +189,7 @@ class Listener:
             on_open=self._opened,
             on_close=self._closed,
             on_tls=self._tls_client,
+            principal_of=self._tls.principal_of if self._tls is not None else None,
         )
 
     async def bind(self) -> int:
@@ -209,6 +253,12 @@ class Listener:
                 )
                 sock.close()
                 continue
+            if self._tls is not None:
+                # The handshake takes round trips: the next client is accepted meanwhile.
+                task = loop.create_task(self._handshake(sock, address, self._tls.context))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(
                     functools.partial(self._protocol, address), sock)
@@ -218,10 +268,60 @@ class Listener:
                 self._quotas.release_slot()
                 sock.close()
 
+    async def _handshake(self, sock: socket.socket, address: str,
+                         context: ssl.SSLContext) -> None:
+        """TLS first; the connection (and its session) exists once the handshake is
+        done. One that fails or does not finish within connections.max.idle.ms (Kafka
+        closes a channel idle in its handshake the same way) gives its slot back."""
+        loop = asyncio.get_running_loop()
+        conn: KafkaConnection | None = None
+
+        def protocol() -> KafkaConnection:
+            nonlocal conn
+            conn = self._protocol(address)
+            return conn
+
+        try:
+            await loop.connect_accepted_socket(protocol, sock, ssl=context,
+                                               ssl_handshake_timeout=self._idle_timeout_s)
+        except BaseException as e:
+            if conn is None or conn.transport is None:
+                # Never opened: its connection_lost will not give the slot back.
+                self._quotas.closed(address)
+                self._quotas.release_slot()
+            sock.close()
+            if not isinstance(e, Exception):
+                raise
+            self._handshake_failed(address, e)
+
+    def _handshake_failed(self, address: str, error: Exception) -> None:
+        if isinstance(error, ssl.SSLError) and error.reason:
+            reason = error.reason  # OpenSSL's code: a small set, so a bounded key
+        elif isinstance(error, ConnectionAbortedError | TimeoutError):
+            reason = ("not finished within connections.max.idle.ms "
+                      f"({self._idle_timeout_s * 1000:.0f} ms)")
+        else:
+            reason = type(error).__name__  # the client went away (a reset, an EOF)
+        # Once per address and reason: a client missing its certificate is still named
+        # after the same address's plaintext probe.
+        if self._tls_notices.due(f"{address} {reason}"):
+            self._log_handshake_failure(address, reason)
+        self._on_rejected("tls_handshake_failed")
+
+    def _log_handshake_failure(self, address: str, reason: str) -> None:
+        hint = (f" (a plaintext client? is it configured with security.protocol "
+                f"{self.endpoint.security_protocol}?)" if reason in PLAINTEXT_REASONS else "")
+        self._log.warning(
+            f"closing a connection to listener {self.endpoint.listener_name} "
+            f"({self.endpoint.security_protocol}): the TLS handshake failed: {reason}{hint}; "
+            "logged once per address and reason every "
+            f"{self._tls_notices.period_s:.0f} s", client=address,
+        )
+
     async def stop_accepting(self) -> None:
-        for task in self._acceptors:
+        for task in (*self._acceptors, *self._handshakes):
             task.cancel()
-        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        await asyncio.gather(*self._acceptors, *self._handshakes, return_exceptions=True)
         self._acceptors = []
         self._close_sockets()
 

@@ -5,6 +5,7 @@ Kafkernel and compared field by field (tests/reference/diff.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -371,13 +372,30 @@ def describe_named_broker_configs(pair: Pair, v: int) -> None:
 
 # Set by the reference's server.properties or by the test harness: each broker's setup.
 SETUP_KEYS = frozenset({"broker.id", "listeners", "advertised.listeners",
-                        "listener.security.protocol.map", "log.dirs", "num.partitions"})
+                        "listener.security.protocol.map", "log.dirs", "num.partitions",
+                        "inter.broker.listener.name"})
 KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format",
                                  "logging.level"})  # D9
 RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
 # D12: the network limits (from the network branch: absent before it, then compared).
 NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
                 "max.connections.per.ip.overrides", "queued.max.request.bytes")
+# D14: the TLS settings are read at start (Kafka reconfigures them at runtime).
+TLS_KEYS = tuple(k.name for k in schema_keys(BrokerConfig).values()
+                 if k.name.startswith("ssl.") and k.name != "ssl.principal.mapping.rules")
+
+
+def tls_read_only_as_kafka(answers: Answers) -> Answers:
+    """Kafkernel's answer with the ssl.* settings' read_only as Kafka's (false): the one
+    field D14 explains; their values, sources, types and synonyms are compared."""
+    documented("D14")
+    results = tuple(
+        dataclasses.replace(r, configs=tuple(
+            dataclasses.replace(c, read_only=False) if c.name in TLS_KEYS else c
+            for c in r.configs))
+        for r in answers.kafkernel.results)
+    return dataclasses.replace(answers, kafkernel=dataclasses.replace(
+        answers.kafkernel, results=results))
 
 
 def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
@@ -388,6 +406,7 @@ def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
                                          documentation=v >= 3))
     answers = drop_configs(answers, "D3", ("min.insync.replicas",))
     answers = drop_configs(answers, "D10", RUNTIME_KEYS)
+    answers = tls_read_only_as_kafka(answers)
     pair.assert_same(drop_configs(answers, "D12", NETWORK_KEYS), ignore=DOCUMENTATION)
     assert len(answers.kafka.results[0].configs) == len(keys) - 1 - len(RUNTIME_KEYS)
     # Of the keys left out above, the type (v3+) and sensitivity are still Kafka's.
