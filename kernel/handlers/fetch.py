@@ -4,8 +4,12 @@ Consumers read below the high watermark; follower replicas (replica id >= 0) rea
 the log end and report their progress to the leader. A follower needs CLUSTER_ACTION on
 the cluster and must be one of the partition's replicas. When fewer than ``min_bytes``
 are available the request waits in the Fetch purgatory, watched on its partitions, until
-enough bytes become readable (appends for followers, the high watermark for consumers) or
-``max_wait`` passes; then it reads again and answers.
+enough bytes become readable between the fetch offset's position and the readable end
+(the log end for followers, the high watermark for consumers, the last stable offset
+for READ_COMMITTED ones), as Kafka's DelayedFetch measures, or ``max_wait`` passes;
+then it reads again and answers. READ_COMMITTED answers list the aborted transactions
+overlapping the records returned (the log's transaction index), so consumers can drop
+their records.
 
 Incremental fetch sessions (KIP-227) are not created: every response carries session id
 0, which tells clients to keep sending full fetch requests, as Kafka does when its
@@ -23,6 +27,9 @@ from kio.schema.errors import ErrorCode
 
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.hookspecs import CLUSTER_NAME
+from kernel.log.log import next_offset_after
+from kernel.log.segment import LogOffsetMetadata
+from kernel.log.txn_index import AbortedTxn
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedResponse
@@ -55,10 +62,9 @@ class FetchPartitionState:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     diverging: tuple[int, int] | None = None
-    # For the delayed fetch: bytes appended to the partition when the wait began.
-    appended_at_wait: int = 0
-    # A READ_COMMITTED wait began at or past a last stable offset a plugin holds back.
-    held_at_wait: bool = False
+    # Where the fetch offset is in the log: the delayed fetch measures bytes from it.
+    fetch_offset_metadata: LogOffsetMetadata | None = None
+    aborted: list[AbortedTxn] | None = None  # READ_COMMITTED answers
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -99,7 +105,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 state.error = e.error_code
     total = _read_all(ctx, request, states, replica_id)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    errors = any(s.error != ErrorCode.none for s in states)
+    # As Kafka, errors and diverging epochs are answered at once.
+    errors = any(s.error != ErrorCode.none or s.diverging is not None for s in states)
     if total >= request.min_bytes or max_wait_ms <= 0 or errors or not states:
         return _response(ctx, request, states)
     return _long_poll(ctx, request, states, replica_id, max_wait_ms)
@@ -151,6 +158,7 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
         except KafkaError as e:
             s.error = e.error_code
             continue
+        s.fetch_offset_metadata = info.fetch_offset_metadata
         if replica_id >= 0:
             ctx.services.replicas.follower_fetched(p, replica_id, s.fetch_offset,
                                                    s.follower_log_start_offset)
@@ -160,6 +168,15 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             continue
         s.records = info.records
         size = len(info.records)
+        if read_committed and replica_id < 0:
+            # Kafka's addAbortedTransactions: those overlapping what is returned.
+            upper = next_offset_after(info.records) if size else None
+            try:
+                s.aborted = [] if upper is None else \
+                    log.collect_aborted_transactions(s.fetch_offset, upper)
+            except KafkaError as e:
+                s.error, s.records = e.error_code, b""
+                continue
         if size:
             total += size
             remaining = max(remaining - size, 0)
@@ -173,30 +190,35 @@ class DelayedFetch(DelayedResponse):
     one of them can no longer be read here (leadership moved, topic deleted)."""
 
     def __init__(self, ctx: RequestContext, request: Any, states: list[FetchPartitionState],
-                 replica_id: int, already: int, timeout_ms: int) -> None:
+                 replica_id: int, timeout_ms: int) -> None:
         super().__init__(timeout_ms)
         self.ctx = ctx
         self.states = states
         self.replica_id = replica_id
         self.read_committed = request.isolation_level == READ_COMMITTED
         self.min_bytes = request.min_bytes
-        self.already = already
 
     def try_complete(self) -> bool:
+        """Kafka's DelayedFetch.tryComplete: the bytes from each fetch offset's position
+        to the readable end's, capped by the partition's max bytes; a readable end on
+        another segment (a roll, a truncation) completes at once."""
         replicas = self.ctx.services.replicas
-        accumulated = self.already
+        accumulated = 0
         for s in self.states:
             p = s.partition
-            if p is None:
+            start = s.fetch_offset_metadata
+            if p is None or start is None:
                 continue
             if replicas.get_partition(p.topic, p.partition) is not p or not p.is_leader:
                 return self.force_complete()
-            if _readable_end(p, self.replica_id, self.read_committed) > s.fetch_offset:
-                if s.held_at_wait:
-                    # Released records were appended before the wait: Kafka counts
-                    # their bytes by log position; here the first one is enough.
-                    return self.force_complete()
-                accumulated += p.log.appended_bytes - s.appended_at_wait
+            end_offset = _readable_end(p, self.replica_id, self.read_committed)
+            if end_offset == start.message_offset:
+                continue
+            end = p.log.convert_to_offset_metadata(end_offset)
+            if start.message_offset_only or not start.on_same_segment(end):
+                return self.force_complete()
+            if start.message_offset < end.message_offset:
+                accumulated += min(end.position_diff(start), s.max_bytes)
         if accumulated >= self.min_bytes:
             return self.force_complete()
         return False
@@ -204,15 +226,7 @@ class DelayedFetch(DelayedResponse):
 
 async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
                      replica_id: int, max_wait_ms: int) -> Any:
-    already = sum(len(s.records) for s in states)
-    read_committed = request.isolation_level == READ_COMMITTED
-    for s in states:
-        p = s.partition
-        if p is not None:
-            s.appended_at_wait = p.log.appended_bytes
-            s.held_at_wait = read_committed and s.fetch_offset >= p.last_stable_offset \
-                and p.last_stable_offset < p.high_watermark
-    op = DelayedFetch(ctx, request, states, replica_id, already, max_wait_ms)
+    op = DelayedFetch(ctx, request, states, replica_id, max_wait_ms)
     await op.wait_in(ctx.services.fetch_purgatory,
                      [s.partition.key for s in states if s.partition is not None])
     # Read again: the partitions may have moved on, been deleted or changed leader.
@@ -220,6 +234,7 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
     for s in states:
         s.records = b""
         s.diverging = None
+        s.aborted = None
         if s.partition is not None and s.topic is not None:
             try:
                 s.partition = ctx.services.replicas.leader_partition(s.topic, s.index, image)
@@ -253,8 +268,8 @@ def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             "high_watermark": -1 if failed else s.high_watermark,
             "last_stable_offset": -1 if failed else s.last_stable_offset,
             "log_start_offset": -1 if failed else s.log_start_offset,
-            "aborted_transactions": () if s.error in _REFUSED_BEFORE_READ or read_committed
-                                    else None,
+            "aborted_transactions": _aborted(m, s) if read_committed
+                                    else () if s.error in _REFUSED_BEFORE_READ else None,
             "preferred_read_replica": -1,
             "records": s.records,
         }
@@ -272,6 +287,11 @@ def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
     )
     return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
                 session_id=0, responses=topics, node_endpoints=hints.node_endpoints)
+
+
+def _aborted(m: Any, s: FetchPartitionState) -> tuple[Any, ...]:
+    return tuple(m.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                 for txn in s.aborted or ())
 
 
 def _top_level_error(ctx: RequestContext, error: ErrorCode) -> Any:

@@ -22,6 +22,7 @@ from kernel.log.validator import RecordValidationError
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
+from kernel.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG
 from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
 from kernel.requests import RequestContext
@@ -50,6 +51,18 @@ _PRODUCER_STATE_ERRORS = frozenset({ErrorCode.out_of_order_sequence_number,
                                     ErrorCode.invalid_producer_epoch})
 
 
+def _has_transactional_records(request: Any) -> bool:
+    """Kafka's ProduceRequest.hasTransactionalRecords: the first batch's attributes of
+    each partition (a batch header field, no record read)."""
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            records = data.records
+            if records is not None and len(records) > ATTRIBUTES_OFFSET + 1 and \
+                    records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
 @dataclass(slots=True)
 class PartitionResult:
     topic: str | None  # as the request names it (None in v13, which uses ids)
@@ -76,6 +89,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     access = TopicAccess(ctx, "WRITE")
     now_ms = int(time.time() * 1000)
     results: list[PartitionResult] = []
+    # As Kafka: transactional records need the request's transactional id and WRITE on
+    # it, or every partition is refused.
+    transactional_id = getattr(request, "transactional_id", None)
+    refused = ErrorCode.none
+    if _has_transactional_records(request) and (
+            transactional_id is None
+            or not ctx.authorize(ctx.session, "WRITE", "TRANSACTIONAL_ID", transactional_id)):
+        refused = ErrorCode.transactional_id_authorization_failed
     for topic_data in request.topic_data:
         name = access.name(topic_data, "name")
         topic_id = getattr(topic_data, "topic_id", None)
@@ -83,6 +104,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             result = PartitionResult(getattr(topic_data, "name", None), topic_id, data.index,
                                      name)
             results.append(result)
+            if refused != ErrorCode.none:
+                result.error = refused
+                continue
             if name is None:
                 result.error = ErrorCode.unknown_topic_id
                 continue
