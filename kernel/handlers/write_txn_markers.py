@@ -120,6 +120,9 @@ async def write_markers(services: BrokerServices, markers: Sequence[TxnMarker], 
                 except KafkaError as e:
                     marker_errors[tp] = _coordinator_error(e.error_code)
                     continue
+                # Its outcome is read below, unless this wait is cancelled first (the
+                # connection went away): then it must not be reported as unretrieved.
+                completion.add_done_callback(_retrieve)
                 delegated.append((marker_errors, tp, completion))
                 continue
             batch = build_control_batch(
@@ -155,6 +158,11 @@ async def _completion_error(completion: asyncio.Future[None]) -> ErrorCode:
     except KafkaError as e:
         return _coordinator_error(e.error_code)
     return ErrorCode.none
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _coordinator_error(code: ErrorCode) -> ErrorCode:

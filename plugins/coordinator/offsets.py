@@ -208,9 +208,6 @@ class OffsetMetadataManager:
         self._offsets.pop(group_id, None)
         self._positions.pop(group_id, None)
 
-    def has_open_transactions(self, group_id: str) -> bool:
-        return group_id in self._open
-
     def clear(self) -> None:
         self._offsets.clear()
         self._positions.clear()
