@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.index import load_request_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from prometheus_client import generate_latest
 
 from kernel.protocol.build import make, request_module
 from kernel.protocol.records import ControlRecordType, decode_batches, parse_control_record
@@ -273,6 +274,9 @@ def test_advertised_versions(broker: EmbeddedBroker) -> None:
     assert versions[26] == (0, 4)
     assert versions[65] == (0, 0)
     assert versions[66] == (0, 1)
+    # No transaction.version is finalised: Kafka's Java client (4.x) then stays on the
+    # v1 protocol (explicit AddPartitionsToTxn, EndTxn <= 4, Produce <= 11).
+    assert "transaction.version" not in {f.name for f in response.finalized_features}
 
 
 def _consume(broker: EmbeddedBroker, topic: str, expected: int) -> list[bytes]:
@@ -315,8 +319,13 @@ def test_confluent_kafka_commits_and_aborts_transactions(broker: EmbeddedBroker)
     assert not errors, errors
     values = _consume(broker, topic, 20)
     assert sorted(values) == sorted(b"committed-%d" % i for i in range(20))
-    state = describe(broker, f"tx-{topic}")
+    state = described_state(broker, f"tx-{topic}", "CompleteAbort")
     assert state.transaction_state == "CompleteAbort"
+    assert broker.broker is not None
+    text = generate_latest(broker.broker.metrics.registry).decode()
+    assert "kafkernel_transaction_commits_total 1.0" in text
+    assert "kafkernel_transaction_aborts_total 1.0" in text
+    assert 'kafkernel_transactions{state="CompleteAbort"} 1.0' in text
 
 
 def _group_metadata(broker: EmbeddedBroker, group: str) -> Any:
