@@ -237,10 +237,19 @@ class TransactionCoordinator:
         running = self._marker_tasks.get(key)
         if (running is not None and not running.done()) or self._stopped:
             return
-        task = asyncio.get_running_loop().create_task(self._write_markers(partition, job))
+        task = asyncio.get_running_loop().create_task(self._markers_task(partition, job))
         self._marker_tasks[key] = task
         task.add_done_callback(lambda t: self._marker_tasks.pop(key, None)
                                if self._marker_tasks.get(key) is t else None)
+
+    async def _markers_task(self, partition: int, job: MarkerJob) -> None:
+        try:
+            await self._write_markers(partition, job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the scan of prepared transactions retries
+            self.log.error("writing transaction markers failed",
+                           transactional_id=job.transactional_id, error=repr(e))
 
     async def _write_markers(self, partition: int, job: MarkerJob) -> None:
         pending = set(job.partitions)
@@ -295,6 +304,9 @@ class TransactionCoordinator:
                 except KafkaError as e:
                     self.log.debug("transaction scan skipped a partition", partition=partition,
                                    error=e.error_code.name)
+                except Exception as e:  # the scans must go on
+                    self.log.error("transaction scan failed", partition=partition,
+                                   scan=getattr(scan, "__name__", "?"), error=repr(e))
 
     async def _abort_timed_out(self, partition: int) -> None:
         jobs = await self.runtime.write(partition,
