@@ -15,15 +15,18 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kio.index import load_request_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from prometheus_client import generate_latest
 
+from kernel.cluster import BrokerRegistration
 from kernel.protocol.build import make, request_module
 from kernel.protocol.records import ControlRecordType, decode_batches, parse_control_record
 from kernel.testing.embedded import EmbeddedBroker
 from plugins.coordinator.records import partition_for as offsets_partition_for
+from tests.integration.test_followers_wire import FOLLOWER, create_replicated, follower_fetch
 from tests.integration.test_produce_fetch import create_topic
 from tests.integration.wire import connect, encode_request, recv_frame, request
 
@@ -218,6 +221,39 @@ def test_a_transaction_past_its_timeout_is_aborted(
     assert end_txn(broker, "tx-slow", pid, epoch, True) == ErrorCode.producer_fenced
 
 
+def test_the_transaction_completes_once_its_markers_are_replicated(
+        broker: EmbeddedBroker) -> None:
+    """Markers are written with acks=all: CompleteCommit waits for the in-sync follower."""
+    assert broker.broker is not None
+    # Registered after startup: __transaction_state stays on this broker alone.
+    broker.call(broker.broker.metadata.register_broker(
+        BrokerRegistration(node_id=FOLLOWER, host="127.0.0.1", port=1)))
+    create_replicated(broker, "tx-replicated")
+    pid, epoch = init_ok(broker, "tx-repl")
+    add_partitions(broker, "tx-repl", pid, epoch, {"tx-replicated": [0]})
+    assert end_txn(broker, "tx-repl", pid, epoch, True) == ErrorCode.none
+    time.sleep(0.3)
+    assert describe(broker, "tx-repl").transaction_state == "PrepareCommit"
+    # A new transaction waits for this one to complete.
+    assert add_partitions(broker, "tx-repl", pid, epoch, {TOPIC: [0]}) == {
+        (TOPIC, 0): ErrorCode.concurrent_transactions}
+    follower_fetch(broker, "tx-replicated", 1)
+    assert described_state(broker, "tx-repl", "CompleteCommit").transaction_state == \
+        "CompleteCommit"
+
+
+def test_markers_skip_a_topic_deleted_during_the_transaction(broker: EmbeddedBroker) -> None:
+    create_topic(broker.bootstrap, "tx-doomed")
+    pid, epoch = init_ok(broker, "tx-doomed")
+    add_partitions(broker, "tx-doomed", pid, epoch, {"tx-doomed": [0], TOPIC: [0]})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics(["tx-doomed"])["tx-doomed"].result(10)
+    assert end_txn(broker, "tx-doomed", pid, epoch, True) == ErrorCode.none
+    assert described_state(broker, "tx-doomed", "CompleteCommit").transaction_state == \
+        "CompleteCommit"
+    assert markers(broker, TOPIC, 0) == [(ControlRecordType.COMMIT, pid, epoch)]
+
+
 def test_list_transactions_filters(broker: EmbeddedBroker) -> None:
     pid_a, epoch_a = init_ok(broker, "tx-list-a")
     pid_b, _ = init_ok(broker, "tx-list-b")
@@ -260,7 +296,8 @@ def test_transaction_state_survives_a_restart(broker: EmbeddedBroker) -> None:
     assert (state.transaction_state, state.producer_id, state.producer_epoch) == (
         "Ongoing", pid, epoch)
     assert end_txn(broker, "tx-restart", pid, epoch, False) == ErrorCode.none
-    described_state(broker, "tx-restart", "CompleteAbort")
+    assert described_state(broker, "tx-restart", "CompleteAbort").transaction_state == \
+        "CompleteAbort"
     assert init_ok(broker, "tx-restart") == (pid, epoch + 1)
 
 
