@@ -193,6 +193,9 @@ def test_add_offsets_adds_the_groups_offsets_partition(broker: EmbeddedBroker) -
     state = describe(broker, "tx-offsets")
     assert [(t.topic, t.partitions) for t in state.topics] == [
         ("__consumer_offsets", (offsets_partition_for("g-1", OFFSETS_PARTITIONS),))]
+    # Not through AddPartitionsToTxn: Kafka authorizes no internal topic there.
+    assert add_partitions(broker, "tx-offsets", pid, epoch, {"__consumer_offsets": [0]}) == {
+        ("__consumer_offsets", 0): ErrorCode.topic_authorization_failed}
     a = call(broker, 25, 1, transactional_id="tx-offsets", producer_id=pid,
              producer_epoch=epoch + 1, group_id="g-1")
     assert a.error_code == ErrorCode.invalid_producer_epoch

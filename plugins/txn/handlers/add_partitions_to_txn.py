@@ -1,7 +1,8 @@
 """AddPartitionsToTxn (key 24), the client versions 0-3, as Kafka's
-handleAddPartitionsToTxnRequest: WRITE on the transactional id, WRITE on each topic, every
-partition known, else the whole request fails (the failing partitions with their error,
-the others OPERATION_NOT_ATTEMPTED); then the coordinator adds them to the transaction.
+handleAddPartitionsToTxnRequest: WRITE on the transactional id, WRITE on each topic
+(never granted on an internal topic), every partition known, else the whole request
+fails (the failing partitions with their error, the others OPERATION_NOT_ATTEMPTED);
+then the coordinator adds them to the transaction.
 
 Versions 4-5 are the brokers' batched, verify-only form (KIP-890): not served."""
 
@@ -38,7 +39,11 @@ async def handle(coordinator: TransactionCoordinator, ctx: RequestContext,
     allowed: dict[str, bool] = {}
     for topic, index in partitions:
         if topic not in allowed:
-            allowed[topic] = ctx.authorize(ctx.session, "WRITE", "TOPIC", topic)
+            # Kafka authorizes no internal topic here: a client adds __consumer_offsets
+            # only through AddOffsetsToTxn.
+            known = image.topic(topic)
+            allowed[topic] = (known is None or not known.internal) and ctx.authorize(
+                ctx.session, "WRITE", "TOPIC", topic)
         if not allowed[topic]:
             errors[(topic, index)] = ErrorCode.topic_authorization_failed
         elif image.partition(topic, index) is None:
