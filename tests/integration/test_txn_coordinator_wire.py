@@ -245,6 +245,28 @@ def test_the_transaction_completes_once_its_markers_are_replicated(
         "CompleteCommit"
 
 
+def test_a_transaction_left_prepared_at_shutdown_is_completed_after_the_load(
+        broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    broker = _start(broker_factory, **{
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100})
+    assert broker.broker is not None
+    broker.call(broker.broker.metadata.register_broker(
+        BrokerRegistration(node_id=FOLLOWER, host="127.0.0.1", port=1)))
+    create_replicated(broker, "tx-replicated")
+    pid, epoch = init_ok(broker, "tx-resume")
+    add_partitions(broker, "tx-resume", pid, epoch, {"tx-replicated": [0]})
+    assert end_txn(broker, "tx-resume", pid, epoch, False) == ErrorCode.none
+    # The follower never fetched: the marker is not committed, the abort not complete.
+    broker.restart()
+    assert until(lambda: describe(broker, "tx-resume"),
+                 lambda s: s.error_code == ErrorCode.none).transaction_state == "PrepareAbort"
+    # The new load sends the markers again; once the follower has them, it completes.
+    time.sleep(0.3)
+    follower_fetch(broker, "tx-replicated", 2)
+    assert described_state(broker, "tx-resume", "CompleteAbort").transaction_state == \
+        "CompleteAbort"
+
+
 def test_markers_skip_a_topic_deleted_during_the_transaction(broker: EmbeddedBroker) -> None:
     create_topic(broker.bootstrap, "tx-doomed")
     pid, epoch = init_ok(broker, "tx-doomed")
