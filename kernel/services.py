@@ -182,6 +182,9 @@ class PluginServices(BrokerServices, Protocol):
     def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Awaitable[list[TxnMarkerResult]]:
         """Write each marker to its partitions led here, as WriteTxnMarkers does (the
         transaction coordinator's path to the logs): a result per marker, in order, once
-        every marker is committed (acks=all) or has failed; NOT_LEADER_OR_FOLLOWER for a
-        partition this broker does not lead."""
+        every marker is committed (acks=all) or has failed: NOT_LEADER_OR_FOLLOWER for a
+        partition this broker follows, UNKNOWN_TOPIC_OR_PARTITION for one it has no
+        replica of (as Kafka), the log's refusal (TRANSACTION_COORDINATOR_FENCED,
+        INVALID_PRODUCER_EPOCH, ...), REQUEST_TIMED_OUT when not committed within
+        request.timeout.ms (30 s)."""
         ...

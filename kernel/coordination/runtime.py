@@ -49,6 +49,7 @@ from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    NO_SEQUENCE,
     ControlRecordType,
     SimpleRecord,
     build_batch,
@@ -443,6 +444,9 @@ class CoordinatorRuntime(Generic[S]):
                             producer_id=producer_id if transactional else NO_PRODUCER_ID,
                             producer_epoch=producer_epoch if transactional
                             else NO_PRODUCER_EPOCH,
+                            # As Kafka's runtime: sequence 0 (the log checks sequences
+                            # of client appends only).
+                            base_sequence=0 if transactional else NO_SEQUENCE,
                             is_transactional=transactional)
         # The high watermark may move inside this call (ISR of one): the writer then
         # ends earlier waits before this result is considered.

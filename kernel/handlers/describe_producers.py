@@ -41,8 +41,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             error, message = ErrorCode.invalid_topic_exception, problem
         elif not ctx.authorize(ctx.session, "READ", "TOPIC", name):
             error = ErrorCode.topic_authorization_failed
+            message = "Topic authorization failed."
         elif image.topic(name) is None:
+            # As Kafka, a topic's error carries a message; a partition's does not.
             error = ErrorCode.unknown_topic_or_partition
+            message = "This server does not host this topic-partition."
         partitions = []
         for index in topic.partition_indexes:
             if error is not None:

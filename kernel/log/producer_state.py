@@ -193,8 +193,9 @@ class ProducerAppendInfo:
                                last_timestamp=current.last_timestamp,
                                coordinator_epoch=current.coordinator_epoch,
                                current_txn_first_offset=current.current_txn_first_offset)
-        self.started: list[int] = []  # first offsets of the transactions it opens
-        self.completed: list[CompletedTxn] = []
+        # Tuples, rarely grown: an idempotent append allocates nothing for them.
+        self.started: tuple[int, ...] = ()  # first offsets of the transactions it opens
+        self.completed: tuple[CompletedTxn, ...] = ()
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.updated.producer_epoch:
@@ -231,7 +232,7 @@ class ProducerAppendInfo:
                 )
         elif header.is_transactional:
             updated.current_txn_first_offset = offset
-            self.started.append(offset)
+            self.started += (offset,)
 
     def append_marker(self, header: BatchHeader, marker: EndTxnMarker) -> None:
         """Check one marker (Kafka's appendEndTxnMarker) and end the producer's
@@ -251,9 +252,9 @@ class ProducerAppendInfo:
         # Only a non-empty transaction is completed: an empty one changes neither the
         # last stable offset nor the transaction index.
         if updated.current_txn_first_offset >= 0:
-            self.completed.append(CompletedTxn(
+            self.completed += (CompletedTxn(
                 self.producer_id, updated.current_txn_first_offset, offset,
-                marker.kind is ControlRecordType.ABORT))
+                marker.kind is ControlRecordType.ABORT),)
         if header.producer_epoch != updated.producer_epoch:
             updated.batches.clear()
             updated.producer_epoch = header.producer_epoch
@@ -382,15 +383,15 @@ class ProducerStateManager:
         ``on_aborted`` hears each aborted transaction with the last stable offset at its
         marker (the transaction index entry), before it is marked complete."""
         if updates:
-            completed: list[CompletedTxn] = []
+            completed: tuple[CompletedTxn, ...] = ()
             for info in updates.values():
                 info.apply(self.producers)
                 for first in info.started:
                     self.ongoing_txns[first] = info.producer_id
-                completed.extend(info.completed)
+                if info.completed:
+                    completed += info.completed
             if completed:
-                completed.sort(key=lambda txn: txn.last_offset)
-                for txn in completed:
+                for txn in sorted(completed, key=lambda txn: txn.last_offset):
                     if txn.is_aborted and on_aborted is not None:
                         on_aborted(txn, self.last_stable_offset_after(txn))
                     self.ongoing_txns.pop(txn.first_offset, None)

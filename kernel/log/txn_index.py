@@ -47,12 +47,14 @@ class TransactionIndex:
         except FileNotFoundError:
             return []
         entries: list[AbortedTxn] = []
-        # a torn trailing entry (a crash mid-write) is ignored, as Kafka's iterator does
+        # a torn trailing entry (a crash mid-write) is dropped
         for position in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             version, pid, first, last, lso = _ENTRY.unpack_from(data, position)
             if version != _VERSION:
                 break
             entries.append(AbortedTxn(pid, first, last, lso))
+        if len(entries) * ENTRY_SIZE != len(data):
+            self._rewrite(entries)  # later appends must not follow the torn bytes
         return entries
 
     def append(self, txn: AbortedTxn) -> None:

@@ -4,14 +4,17 @@ marker, the marker's coordinator epoch), and Kafka's errors per partition."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kio.schema.create_topics.v7 import request as create_v7
 from kio.schema.describe_producers.v0 import request as describe_v0
 from kio.schema.errors import ErrorCode
 
+from kernel.cluster import BrokerRegistration
 from kernel.hookspecs import hookimpl
 from kernel.log import AppendOrigin
 from kernel.protocol.records import SimpleRecord, build_batch
@@ -95,3 +98,34 @@ def test_errors_as_kafka(broker: EmbeddedBroker) -> None:
         ("p-secret", 0): ErrorCode.topic_authorization_failed,
         ("bad/name", 0): ErrorCode.invalid_topic_exception,
     }
+
+
+def create_on(broker: EmbeddedBroker, name: str, replicas: tuple[int, ...]) -> None:
+    """A one-partition topic on ``replicas`` (the first leads)."""
+    m = create_v7
+    created = request(broker.bootstrap, m.CreateTopicsRequest(
+        timeout=datetime.timedelta(seconds=10), validate_only=False, topics=(m.CreatableTopic(
+            name=name, num_partitions=-1, replication_factor=-1, configs=(),
+            assignments=(m.CreatableReplicaAssignment(partition_index=0,
+                                                      broker_ids=replicas),)),)))
+    assert created.topics[0].error_code == ErrorCode.none
+
+
+def test_replicas_elsewhere_and_followers_here(broker: EmbeddedBroker) -> None:
+    assert broker.broker is not None
+    broker.call(broker.broker.metadata.register_broker(
+        BrokerRegistration(node_id=2, host="127.0.0.1", port=1)))
+    create_on(broker, "p-elsewhere", (2,))
+    create_on(broker, "p-followed", (2, 1))
+    # Not hosted here: NOT_LEADER_OR_FOLLOWER (the client looks the leader up again); a
+    # follower answers from its own log, as Kafka's does.
+    assert describe(broker, {"p-elsewhere": [0], "p-followed": [0]}) == {
+        ("p-elsewhere", 0): (ErrorCode.not_leader_or_follower, {}),
+        ("p-followed", 0): (ErrorCode.none, {})}
+    # Markers go to leaders only: a follower answers NOT_LEADER_OR_FOLLOWER, a broker
+    # without the partition UNKNOWN_TOPIC_OR_PARTITION (Kafka's getMagic finds no log).
+    (result,) = broker.call(broker.broker.write_txn_markers([TxnMarker(
+        producer_id=PID, producer_epoch=EPOCH, coordinator_epoch=0,
+        result=TransactionResult.ABORT, partitions=(("p-elsewhere", 0), ("p-followed", 0)))]))
+    assert dict(result.errors) == {("p-elsewhere", 0): ErrorCode.unknown_topic_or_partition,
+                                   ("p-followed", 0): ErrorCode.not_leader_or_follower}

@@ -161,6 +161,11 @@ def test_an_open_transaction_holds_back_the_last_stable_offset(broker: EmbeddedB
     assert list_offset(broker, BASE_TIMESTAMP + 3, READ_COMMITTED) == -1
     assert list_offset(broker, BASE_TIMESTAMP + 3, READ_UNCOMMITTED) == 3
     assert list_offset(broker, BASE_TIMESTAMP + 1, READ_COMMITTED) == 1
+    # The record with the max timestamp (offset 4) is not readable committed yet, while
+    # the earliest offset is answered whatever the isolation, as Kafka does.
+    assert list_offset(broker, list_offsets.MAX_TIMESTAMP, READ_COMMITTED) == -1
+    assert list_offset(broker, list_offsets.MAX_TIMESTAMP, READ_UNCOMMITTED) == 4
+    assert list_offset(broker, list_offsets.EARLIEST, READ_COMMITTED) == 0
 
     consumer = consumer_of(broker, "read_committed")
     try:

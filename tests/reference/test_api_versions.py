@@ -41,8 +41,9 @@ GAPS: dict[int, str] = {
     24: "transactions: planned, the txn plugin",
     25: "transactions: planned, the txn plugin",
     26: "transactions: planned, the txn plugin",
-    27: "transactions: planned, the txn plugin (inter-broker)",
-    28: "transactions: planned, the txn plugin",
+    27: "the kernel's; v2 (KIP-1228's transaction version per marker) is not served yet",
+    28: ("the coordinator plugin; v5 (KIP-890 part 2: the commit adds the offsets partition "
+         "to the transaction) is not served yet"),
     29: "ACLs: planned, the acl plugin",
     30: "ACLs: planned, the acl plugin",
     31: "ACLs: planned, the acl plugin",
@@ -62,7 +63,6 @@ GAPS: dict[int, str] = {
     51: "SASL/SCRAM: planned, the auth_sasl plugin",
     55: "not served: KRaft controller API (the metadata quorum is embedded)",
     57: "not served: KRaft feature levels (KIP-584)",
-    61: "idempotence: planned, the txn plugin",
     64: "not served: KRaft controller API",
     65: "transactions: planned, the txn plugin",
     66: "transactions: planned, the txn plugin",
@@ -200,11 +200,13 @@ def test_every_advertised_key_has_conformance_cases() -> None:
     from tests.reference import (
         test_conformance_groups,
         test_conformance_log,
+        test_conformance_markers,
         test_conformance_topics,
         test_conformance_txn,
     )
     covered = {API_VERSIONS} | {key for module in (test_conformance_groups,
                                                    test_conformance_log,
+                                                   test_conformance_markers,
                                                    test_conformance_topics,
                                                    test_conformance_txn)
                                 for key, _ in module.CASES}

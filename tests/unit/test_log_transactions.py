@@ -203,3 +203,35 @@ def test_a_replica_takes_markers_and_indexes_aborts(tmp_path: Path) -> None:
     follower.append_as_follower(leader.read(0, 1 << 20).records, now_ms=NOW)
     assert follower.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 2, 3)]
     assert follower.producer_state.ongoing_txns == {}
+
+
+def test_a_txnindex_goes_with_its_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, data(1))                          # 0-1
+    marker(log, 1, ABORT)                         # 2
+    log.roll()
+    append(log, data(-1, txn=False))              # 3-4
+    index = log.segments[0].txn_index.path
+    assert index.exists()
+    assert log.delete_records_before(3) == 3
+    assert not index.exists()
+    assert log.collect_aborted_transactions(3, 5) == []
+
+
+def test_a_torn_txnindex_entry_is_dropped_before_the_next_append(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, data(1))
+    marker(log, 1, ABORT)
+    log.close()
+    index = tmp_path / "topic-0" / "00000000000000000000.txnindex"
+    with open(index, "ab") as f:
+        f.write(b"\x00" * 10)                     # half an entry: a crash mid-write
+    again = open_log(tmp_path, had_clean_shutdown=True)
+    assert again.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 2, 3)]
+    append(again, data(1, seq=2))                 # 3-4
+    marker(again, 1, ABORT)                       # 5
+    again.close()
+    assert index.stat().st_size == 2 * 34
+    last = open_log(tmp_path, had_clean_shutdown=True)
+    assert last.collect_aborted_transactions(0, 6) == [
+        AbortedTxn(1, 0, 2, 3), AbortedTxn(1, 3, 5, 6)]
