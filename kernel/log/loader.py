@@ -14,6 +14,7 @@ transactions (``.txnindex``) again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,7 @@ from kernel.log.segment import (
     LogSegment,
 )
 from kernel.log.txn_index import AbortedTxn
+from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import BatchHeader
 
 _TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
@@ -220,5 +222,8 @@ def batches_between(
             if header.base_offset + header.last_offset_delta >= start:
                 marker = None
                 if header.is_control and header.producer_id >= 0:
-                    marker = read_end_txn_marker(segment.read_batch(at, header))
+                    # an unreadable one was refused when appended; a replica's is
+                    # skipped rather than stop the log loading
+                    with contextlib.suppress(KafkaError):
+                        marker = read_end_txn_marker(segment.read_batch(at, header))
                 yield header, marker

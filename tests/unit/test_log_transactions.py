@@ -235,3 +235,13 @@ def test_a_torn_txnindex_entry_is_dropped_before_the_next_append(tmp_path: Path)
     last = open_log(tmp_path, had_clean_shutdown=True)
     assert last.collect_aborted_transactions(0, 6) == [
         AbortedTxn(1, 0, 2, 3), AbortedTxn(1, 3, 5, 6)]
+
+
+def test_an_unreadable_marker_is_refused_and_nothing_is_appended(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, data(1))
+    bad = build_batch([SimpleRecord(key=b"\x00", value=b"", timestamp=NOW)], producer_id=1,
+                      producer_epoch=0, is_transactional=True, is_control=True)
+    assert error_of(log.append_as_leader, bad, leader_epoch=0, now_ms=NOW,
+                    origin=AppendOrigin.COORDINATOR) == ErrorCode.corrupt_message
+    assert log.log_end_offset == 2 and log.producer_state.ongoing_txns == {0: 1}
