@@ -87,12 +87,14 @@ class TransactionCoordinator:
         # (partition, transactional id) -> the task writing that transaction's markers.
         self._marker_tasks: dict[tuple[int, str], asyncio.Task[None]] = {}
         self._scans: list[asyncio.Task[None]] = []
+        self._creating: asyncio.Task[None] | None = None
         self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._create_topic()
+        # The topic is created on the first FindCoordinator for a transactional id, as
+        # Kafka does (coordinator_partition), not at startup.
         self.runtime.start()
         loop = asyncio.get_running_loop()
         s = self.settings
@@ -112,7 +114,8 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [*self._scans, *self._marker_tasks.values()]
+        tasks = [*self._scans, *self._marker_tasks.values(),
+                 *([self._creating] if self._creating is not None else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -122,8 +125,8 @@ class TransactionCoordinator:
         self.metrics.close()
 
     async def _create_topic(self) -> None:
-        """Created at startup as the group coordinator creates __consumer_offsets, with
-        Kafka's enforced configs (compacted, uncompressed)."""
+        """With Kafka's enforced configs (compacted, uncompressed, no unclean leader
+        election)."""
         metadata = self.broker.metadata
         image = metadata.image
         if TRANSACTION_STATE_TOPIC in image.topics:
@@ -161,7 +164,12 @@ class TransactionCoordinator:
         return partition_for(transactional_id, len(topic.partitions))
 
     def coordinator_partition(self, transactional_id: str) -> tuple[str, int]:
-        """FindCoordinator key type 1."""
+        """FindCoordinator key type 1. As in Kafka, the first one creates
+        __transaction_state; until it has leaders the answer is
+        COORDINATOR_NOT_AVAILABLE and clients retry."""
+        if TRANSACTION_STATE_TOPIC not in self.broker.metadata.image.topics and (
+                self._creating is None or self._creating.done()) and not self._stopped:
+            self._creating = asyncio.get_running_loop().create_task(self._create_topic())
         return TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:

@@ -45,6 +45,10 @@ def _start(broker_factory: Callable[..., EmbeddedBroker], **txn: Any) -> Embedde
         "txn": {"transaction.state.log.num.partitions": TXN_PARTITIONS, **txn},
         "coordinator": {"offsets.topic.num.partitions": OFFSETS_PARTITIONS}})
     create_topic(b.bootstrap, TOPIC, partitions=2)
+    # As in Kafka, the first FindCoordinator for a transactional id creates the topic.
+    found = until(lambda: call(b, 10, 4, key_type=1, coordinator_keys=("tx",)).coordinators[0],
+                  lambda c: c.error_code == ErrorCode.none)
+    assert found.error_code == ErrorCode.none
     return b
 
 

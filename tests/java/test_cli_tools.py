@@ -84,8 +84,7 @@ def test_kafka_topics_create_list_describe_alter_delete(broker: EmbeddedBroker) 
 
     ok(tools.run(tools.TOPIC_COMMAND, *b, "--delete", "--topic", "orders"))
     assert "orders" not in image(broker).topics
-    assert ok(tools.run(tools.TOPIC_COMMAND, *b, "--list")).split() == [
-        "__consumer_offsets", "__transaction_state"]
+    assert ok(tools.run(tools.TOPIC_COMMAND, *b, "--list")).split() == ["__consumer_offsets"]
 
 
 def test_kafka_configs_topic_and_broker(broker: EmbeddedBroker) -> None:
