@@ -1,10 +1,10 @@
-"""Idempotent and transactional producers: the ``txn`` plugin.
+"""Producer ids and transactions: the ``txn`` plugin.
 
-This slice serves InitProducerId for idempotent producers: producer ids come from blocks
-the metadata backend hands out (``MetadataBackend.allocate_producer_ids``), so no id is
-reused across restarts. Transactional ids (the transaction coordinator, its
-``__transaction_state`` topic, markers) are not served yet: InitProducerId with one
-answers COORDINATOR_NOT_AVAILABLE after Kafka's checks of the request.
+Producer ids come from blocks the metadata backend hands out
+(``MetadataBackend.allocate_producer_ids``), so no id is reused across restarts. The
+transaction coordinator (``service.py``) runs on the kernel's coordinator runtime over
+``__transaction_state``: one sans-io shard per partition (``shard.py``), Kafka's record
+format (``records.py``), markers written through ``PluginServices.write_txn_markers``.
 """
 
 from __future__ import annotations

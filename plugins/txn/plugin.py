@@ -1,15 +1,20 @@
-"""The plugin object: one instance per broker, holding that broker's producer ids."""
+"""The plugin object: one instance per broker, holding that broker's transaction
+coordinator (and its producer ids)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from types import ModuleType
 from typing import Any
 
 from kernel.config import ConfigSchema
+from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
 from kernel.hookspecs import hookimpl
-from kernel.requests import ApiRegistry, RequestContext
+from kernel.requests import ApiRegistry, Handler, RequestContext
 from kernel.services import PluginServices
-from plugins.txn import init_producer_id
+from plugins.txn.handlers import HANDLER_MODULES
 from plugins.txn.producer_ids import ProducerIdManager
+from plugins.txn.service import TransactionCoordinator
 from plugins.txn.settings import TxnSettings
 
 __all__ = ["PLUGIN_NAME", "TxnPlugin"]
@@ -19,8 +24,14 @@ PLUGIN_NAME = "txn"
 
 class TxnPlugin:
     def __init__(self) -> None:
-        self._settings = TxnSettings()
-        self._producer_ids: ProducerIdManager | None = None
+        self._coordinator: TransactionCoordinator | None = None
+
+    @property
+    def coordinator(self) -> TransactionCoordinator:
+        """Set at startup; listeners serve only after that, so handlers always find it."""
+        if self._coordinator is None:
+            raise RuntimeError("the transaction coordinator has not started")
+        return self._coordinator
 
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
@@ -28,18 +39,31 @@ class TxnPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        registry.register(init_producer_id.API_KEY, self._init_producer_id,
-                          min_version=init_producer_id.MIN_VERSION,
-                          max_version=init_producer_id.MAX_VERSION)
+        for module in HANDLER_MODULES:
+            registry.register(module.API_KEY, self._bind(module),
+                              min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
 
     @hookimpl
-    def kafkernel_startup(self, broker: PluginServices) -> None:
-        self._settings = broker.plugin_settings(PLUGIN_NAME) or TxnSettings()
-        metadata = broker.metadata
-        self._producer_ids = ProducerIdManager(metadata.allocate_producer_ids)
+    def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
+        registry.register(CoordinatorType.TRANSACTION,
+                          lambda transactional_id:
+                          self.coordinator.coordinator_partition(transactional_id))
 
-    async def _init_producer_id(self, ctx: RequestContext, request: Any) -> Any:
-        # Listeners serve only after startup, so the manager is always there.
-        if self._producer_ids is None:
-            raise RuntimeError("the txn plugin has not started")
-        return await init_producer_id.handle(self._producer_ids, self._settings, ctx, request)
+    def _bind(self, module: ModuleType) -> Handler:
+        handle = module.handle
+
+        def handler(ctx: RequestContext, request: Any) -> Any:
+            return handle(self.coordinator, ctx, request)
+
+        return handler
+
+    @hookimpl
+    def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None]:
+        settings = broker.plugin_settings(PLUGIN_NAME) or TxnSettings()
+        producer_ids = ProducerIdManager(broker.metadata.allocate_producer_ids)
+        self._coordinator = TransactionCoordinator(broker, settings, producer_ids)
+        return self._coordinator.start()
+
+    @hookimpl
+    def kafkernel_shutdown(self, broker: PluginServices) -> Awaitable[None] | None:
+        return self._coordinator.stop() if self._coordinator is not None else None

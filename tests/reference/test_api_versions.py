@@ -38,9 +38,10 @@ GAPS: dict[int, str] = {
     8: "v10 (KIP-848's topic ids in commits) is planned with the KIP-848 consumer groups",
     9: "v10 (KIP-848's topic ids in fetches) is planned with the KIP-848 consumer groups",
     17: "SASL: planned, the auth_sasl plugin",
-    24: "transactions: planned, the txn plugin",
-    25: "transactions: planned, the txn plugin",
-    26: "transactions: planned, the txn plugin",
+    24: ("the txn plugin; v4-5 (the brokers' verify-only batched form, KIP-890) are not "
+         "served"),
+    26: ("the txn plugin; v5 (KIP-890's epoch bump at the end of a transaction, "
+         "transaction.version 2) is not served"),
     27: "the kernel's; v2 (KIP-1228's transaction version per marker) is not served yet",
     28: ("the coordinator plugin; v5 (KIP-890 part 2: the commit adds the offsets partition "
          "to the transaction) is not served yet"),
@@ -64,8 +65,7 @@ GAPS: dict[int, str] = {
     55: "not served: KRaft controller API (the metadata quorum is embedded)",
     57: "not served: KRaft feature levels (KIP-584)",
     64: "not served: KRaft controller API",
-    65: "transactions: planned, the txn plugin",
-    66: "transactions: planned, the txn plugin",
+    66: "the txn plugin; v2 (a transactional id pattern) is not served",
     68: "not planned yet: KIP-848 consumer groups (the classic protocol is served)",
     69: "not planned yet: KIP-848 consumer groups",
     74: "not planned yet: listing config resources (KIP-1142)",

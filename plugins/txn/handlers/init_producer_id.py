@@ -4,8 +4,8 @@ TransactionCoordinator.handleInitProducerId.
 Without a transactional id every request gets a fresh producer id and epoch 0, a given
 producer id and epoch (KIP-360, v3+) included: Kafka "blindly accepts" such a request,
 as an idempotent producer's state is not kept across ids. With a transactional id the
-request is checked as Kafka checks it (empty id, transaction timeout) and then answered
-COORDINATOR_NOT_AVAILABLE: the transaction coordinator is a later slice."""
+request is checked as Kafka checks it (empty id, transaction timeout) and then goes to
+the transaction coordinator. Version 6 (KIP-939's two-phase commit) is not served."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.requests import RequestContext
-from plugins.txn.producer_ids import ProducerIdManager
-from plugins.txn.settings import TxnSettings
+from plugins.txn.handlers.common import for_version
+from plugins.txn.service import TransactionCoordinator
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -29,8 +29,8 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
-async def handle(producer_ids: ProducerIdManager, settings: TxnSettings,
-                 ctx: RequestContext, request: Any) -> Any:
+async def handle(coordinator: TransactionCoordinator, ctx: RequestContext,
+                 request: Any) -> Any:
     transactional_id = request.transactional_id
     if transactional_id is not None:
         if not ctx.authorize(ctx.session, "WRITE", "TRANSACTIONAL_ID", transactional_id):
@@ -46,16 +46,20 @@ async def handle(producer_ids: ProducerIdManager, settings: TxnSettings,
         return _answer(ctx, ErrorCode.invalid_request)
     if transactional_id is None:
         try:
-            return _answer(ctx, ErrorCode.none, await producer_ids.generate_producer_id(), 0)
+            producer_id = await coordinator.producer_ids.generate_producer_id()
+            return _answer(ctx, ErrorCode.none, producer_id, 0)
         except KafkaError as e:
             ctx.services.log.warning("no producer id to hand out", error=str(e))
             return _answer(ctx, e.error_code)
     if not transactional_id:
         return _answer(ctx, ErrorCode.invalid_request)
     timeout_ms = request.transaction_timeout // datetime.timedelta(milliseconds=1)
-    if not 0 < timeout_ms <= settings.transaction_max_timeout_ms:
+    if not 0 < timeout_ms <= coordinator.settings.transaction_max_timeout_ms:
         return _answer(ctx, ErrorCode.invalid_transaction_timeout)
-    return _answer(ctx, ErrorCode.coordinator_not_available)
+    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+    result = await coordinator.init_producer_id(transactional_id, timeout_ms, expected)
+    return _answer(ctx, for_version(result.error, ctx.api_version, 4), result.producer_id,
+                   result.producer_epoch)
 
 
 def _answer(ctx: RequestContext, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
