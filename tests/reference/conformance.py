@@ -47,6 +47,11 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     21: (0, 2),   # DeleteRecords
     22: (0, 5),   # InitProducerId
     23: (2, 4),   # OffsetForLeaderEpoch
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 4),   # AddOffsetsToTxn
+    26: (0, 4),   # EndTxn
+    27: (1, 1),   # WriteTxnMarkers
+    28: (0, 4),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs
     37: (0, 3),   # CreatePartitions
@@ -54,6 +59,9 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     44: (0, 1),   # IncrementalAlterConfigs
     47: (0, 0),   # OffsetDelete
     60: (0, 2),   # DescribeCluster
+    61: (0, 0),   # DescribeProducers
+    65: (0, 0),   # DescribeTransactions
+    66: (0, 1),   # ListTransactions
     75: (0, 0),   # DescribeTopicPartitions
 }
 
