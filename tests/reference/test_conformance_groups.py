@@ -20,7 +20,6 @@ from tests.reference.conformance import (
     body,
     cases,
     create_topic,
-    documented,
     part,
     unique,
     wait_for,
@@ -156,17 +155,6 @@ def find_a_group_coordinator(pair: Pair, v: int) -> None:
 def find_coordinators_of_several_groups(pair: Pair, v: int) -> None:
     keys = (unique("fc-a"), unique("fc-b")) if v >= 4 else (unique("fc"),)
     pair.compare(find_coordinator(v, *keys))
-
-
-def find_a_transaction_coordinator(pair: Pair, v: int) -> None:
-    """Key type 1 (v1+): Kafkernel serves no transactions yet (D8). Kafka is not asked:
-    it would create __transaction_state, which test_internal_topics creates itself."""
-    if v < 1:
-        return find_a_group_coordinator(pair, v)
-    answer = pair.kafkernel.send(find_coordinator(v, unique("txn"), key_type=1))
-    documented("D8")
-    assert _coordinator_error(answer) == ErrorCode.coordinator_not_available
-    return None
 
 
 def _coordinator_error(answer: Any) -> ErrorCode:
@@ -586,7 +574,6 @@ def delete_offsets_of_an_unknown_group(pair: Pair, v: int) -> None:
 CASES: list[tuple[int, Case]] = [
     (FIND_COORDINATOR, find_a_group_coordinator),
     (FIND_COORDINATOR, find_coordinators_of_several_groups),
-    (FIND_COORDINATOR, find_a_transaction_coordinator),
     (FIND_COORDINATOR, find_an_unknown_key_type),
     (FIND_COORDINATOR, find_a_share_coordinator),
     (FIND_COORDINATOR, find_coordinator_of_an_empty_group_id),
