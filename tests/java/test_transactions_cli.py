@@ -6,31 +6,13 @@ open, and ``describe`` again once it committed."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kernel.testing.embedded import EmbeddedBroker
 from reference import tools
-from reference.kafka import ReferenceKafka
 
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions
-KAFKERNEL_SETTINGS = {"txn": {"transaction.state.log.num.partitions": 3},
-                      "coordinator": {"offsets.topic.num.partitions": 3}}
-
-
-@pytest.fixture(params=["kafka", "kafkernel"])
-def bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "kafka":
-        kafka: ReferenceKafka = request.getfixturevalue("transactional_kafka")
-        yield kafka.bootstrap
-    else:
-        factory: Callable[..., EmbeddedBroker] = request.getfixturevalue("broker_factory")
-        yield factory(plugin_settings=KAFKERNEL_SETTINGS).bootstrap
-
-
 def rows(output: str, first_column: str) -> list[dict[str, str]]:
     """The rows of a kafka-transactions table: a header line starting with
     ``first_column``, then tab-separated rows of as many cells."""
@@ -52,7 +34,8 @@ def transactions(bootstrap: str, *args: str) -> str:
 
 
 def test_list_describe_and_describe_producers_of_an_open_then_committed_transaction(
-        bootstrap: str) -> None:
+        transactional_bootstrap: str) -> None:
+    bootstrap = transactional_bootstrap
     topic, txn_id = f"txcli-{uuid.uuid4().hex[:8]}", f"txcli-id-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
