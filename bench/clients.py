@@ -223,6 +223,9 @@ def produce_confluent(bootstrap: str, topic: str, value: bytes, records: int,
                       spread_over: int = 0) -> RunResult:
     """Send ``records`` and flush; with ``spread_over`` partitions, round-robin over
     them (librdkafka's partitioner would stick to one partition per linger)."""
+    if properties.get("transactional.id"):
+        return produce_confluent_transactions(bootstrap, topic, value, records, properties,
+                                              timeout_s)
     failures: list[KafkaError] = []
 
     def on_delivery(err: KafkaError | None, _msg: object) -> None:
@@ -454,6 +457,48 @@ def _run_java(main_class: str, args: list[str], timeout_s: float,
                         f"{_first_lines((done.stdout + done.stderr).encode(), 4)}")
         return None
     return done.stdout
+
+
+def transactions_of(records: int, per_transaction: int) -> int:
+    return -(-records // per_transaction)
+
+
+def produce_confluent_transactions(bootstrap: str, topic: str, value: bytes, records: int,
+                                   properties: Mapping[str, str],
+                                   timeout_s: float) -> RunResult:
+    """``records`` in transactions of ``transaction.records`` (a property of this bench,
+    not librdkafka's) each committed before the next begins, all to partition 0 of
+    ``topic``. init_transactions is not timed: it is the producer's start-up."""
+    props = dict(properties)
+    per_transaction = int(props.pop("transaction.records"))
+    producer = Producer({"bootstrap.servers": bootstrap, **props})
+    result = RunResult()
+    sent = 0
+    try:
+        producer.init_transactions(timeout_s)
+        start = time.perf_counter()
+        deadline = start + timeout_s
+        produce, poll = producer.produce, producer.poll
+        while sent < records:
+            if time.perf_counter() > deadline:
+                result.timed_out = True
+                break
+            producer.begin_transaction()
+            end = min(records, sent + per_transaction)
+            while sent < end:
+                try:
+                    produce(topic, value, partition=0)
+                    sent += 1
+                except BufferError:
+                    poll(0.001)
+            producer.commit_transaction(max(1.0, deadline - time.perf_counter()))
+        result.seconds = time.perf_counter() - start
+        result.records, result.bytes = sent, sent * len(value)
+    except KafkaException as e:
+        result.error = _error_text(e)
+    finally:
+        producer.flush(1.0)
+    return result
 
 
 def warmup_records(records: int) -> int:

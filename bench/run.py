@@ -200,6 +200,9 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
         assert w.acks is not None
         props = settings.producer_properties(w.acks, compression=w.compression,
                                              idempotent=w.idempotent)
+        if w.transaction_records:
+            props.update({"transactional.id": f"{w.topic}-{broker.name}",
+                          "transaction.records": str(w.transaction_records)})
         try:
             before: int | None = clients.log_size(b, w.topic, w.partitions)[1]
         except (KafkaException, RuntimeError):
@@ -217,8 +220,11 @@ def run_workload(broker: Broker, w: Workload, settings: ClientSettings, scale: S
                 b, w.topic, inputs[w.record_size], w.records, w.record_size, props,
                 timeout))
         if result.ok and before is not None:
+            # A transaction's commit marker takes an offset of the log too.
+            markers = (clients.transactions_of(result.records, w.transaction_records)
+                       if w.transaction_records else 0)
             result.check = clients.check_appended(b, w.topic, w.partitions, before,
-                                                  result.records)
+                                                  result.records + markers)
             if result.check.startswith("MISMATCH"):
                 result.error = result.check
         elif result.ok:

@@ -63,6 +63,13 @@ COMPRESSED_RECORD_SIZE = 1024
 # that the leader checks against the producer's last batches.
 IDEMPOTENT_PRODUCE_CLIENTS: tuple[Client, ...] = ("confluent", "java")
 IDEMPOTENT_RECORD_SIZE = 100
+# Transactional produce workloads (issue 14): the idempotent workload's records, each
+# TRANSACTION_RECORDS of them one transaction (begin, produce, commit): per transaction
+# AddPartitionsToTxn, EndTxn and a commit marker in the log. confluent-kafka alone: the
+# Java ProducerPerformance ends transactions by age (--transaction-duration-ms), not
+# by a number of records.
+TRANSACTIONAL_PRODUCE_CLIENTS: tuple[Client, ...] = ("confluent",)
+TRANSACTION_RECORDS = 1000
 
 
 @dataclass(frozen=True)
@@ -179,9 +186,13 @@ class Workload:
     spread: bool = False
     # The producer's enable.idempotence, on for this workload alone.
     idempotent: bool = False
+    # Records per transaction of a transactional producer; 0: no transactions.
+    transaction_records: int = 0
 
     @property
     def _idem(self) -> str:
+        if self.transaction_records:
+            return f"-txn{self.transaction_records}"
         return "-idempotent" if self.idempotent else ""
 
     @property
@@ -206,6 +217,8 @@ class Workload:
         codec = "" if self.compression == "none" else f" {self.compression}"
         spread = f" x{self.partitions} parts" if self.spread else ""
         idem = " idempotent" if self.idempotent else ""
+        if self.transaction_records:
+            idem = f" transactional ({self.transaction_records}/txn)"
         return f"{self.kind} {self.client} {size}{acks}{codec}{spread}{idem}"
 
     @property
@@ -240,6 +253,10 @@ def workloads(scale: Scale, partitions: int) -> list[Workload]:
         found.append(Workload("produce", client, IDEMPOTENT_RECORD_SIZE,
                               scale.records(IDEMPOTENT_RECORD_SIZE), "all", partitions,
                               idempotent=True))
+    for client in TRANSACTIONAL_PRODUCE_CLIENTS:
+        found.append(Workload("produce", client, IDEMPOTENT_RECORD_SIZE,
+                              scale.records(IDEMPOTENT_RECORD_SIZE), "all", partitions,
+                              idempotent=True, transaction_records=TRANSACTION_RECORDS))
     for client in CLIENTS:
         for size in RECORD_SIZES:
             n = scale.records(size)

@@ -50,6 +50,31 @@ def reference_kafka() -> Iterator[reference_kafka_launcher.ReferenceKafka]:
     pytest.fail(missing, pytrace=False)
 
 
+# A second reference Kafka for the transaction tests: they leave __transaction_state behind,
+# which the session's reference must not have (tests/reference/test_internal_topics.py),
+# and they need timed-out transactions aborted within a second, not Kafka's 10 s.
+TRANSACTIONAL_KAFKA = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "transaction.state.log.num.partitions": "3",
+    "offsets.topic.num.partitions": "3",
+}
+
+
+@pytest.fixture(scope="session")
+def transactional_kafka() -> Iterator[reference_kafka_launcher.ReferenceKafka]:
+    """A real Apache Kafka for transactions (TRANSACTIONAL_KAFKA), started once per
+    session; missing jars fail the test, as for ``reference_kafka``."""
+    try:
+        kafka = reference_kafka_launcher.start(heap="512m", overrides=TRANSACTIONAL_KAFKA)
+    except reference_kafka_launcher.KafkaNotFetched as e:
+        missing = str(e)
+    else:
+        yield kafka
+        kafka.stop()
+        return
+    pytest.fail(missing, pytrace=False)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The session's reference Kafka is shared: tests marked ``reference_pristine`` run
     first, to see it as started (e.g. before a group made Kafka create

@@ -29,6 +29,7 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -40,6 +41,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -55,6 +57,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   consume BOOTSTRAP GROUP TOPICS COUNT         a group member reads, commits; a second
  *                                                member joins and the group rebalances
  *   admin   BOOTSTRAP                            the AdminClient calls, one after another
+ *   transactions BOOTSTRAP TOPIC TXN_ID GROUP    a transactional producer commits (with
+ *                                                GROUP's offsets) and aborts; consumers
+ *                                                read both isolation levels; a second
+ *                                                producer with TXN_ID fences the first
  */
 public final class KafkaClientCheck {
     static final List<String> CODECS = List.of("none", "gzip", "snappy", "lz4", "zstd");
@@ -68,6 +74,7 @@ public final class KafkaClientCheck {
             case "consume" -> consume(args[1], args[2], List.of(args[3].split(",")),
                     Integer.parseInt(args[4]));
             case "admin" -> admin(args[1]);
+            case "transactions" -> transactions(args[1], args[2], args[3], args[4]);
             default -> throw new IllegalArgumentException("unknown subcommand " + args[0]);
         }
     }
@@ -328,6 +335,93 @@ public final class KafkaClientCheck {
     }
 
     // -- formatting -----------------------------------------------------------------------
+
+    // -- transactions ---------------------------------------------------------------------
+
+    static KafkaProducer<String, String> transactionalProducer(String bootstrap, String txnId) {
+        Properties p = producerConfig(bootstrap, "all", "none", true);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        var producer = new KafkaProducer<String, String>(p, new StringSerializer(),
+                new StringSerializer());
+        producer.initTransactions();
+        return producer;
+    }
+
+    static void transactions(String bootstrap, String topic, String txnId, String group)
+            throws Exception {
+        try (Admin admin = Admin.create(bootstrapConfig(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get();
+        }
+        var first = transactionalProducer(bootstrap, txnId);
+        first.beginTransaction();
+        for (int i = 0; i < 4; i++) {
+            first.send(new ProducerRecord<>(topic, i % 2, "k" + i, "committed-" + i));
+        }
+        first.sendOffsetsToTransaction(
+                Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(2)),
+                new ConsumerGroupMetadata(group));
+        first.commitTransaction();
+        out("committed", "records", 4);
+        first.beginTransaction();
+        for (int i = 0; i < 2; i++) {
+            first.send(new ProducerRecord<>(topic, i % 2, "k" + i, "aborted-" + i));
+        }
+        first.flush();
+        first.abortTransaction();
+        out("aborted", "records", 2);
+        for (String isolation : List.of("read_committed", "read_uncommitted")) {
+            for (String value : readAll(bootstrap, topic, isolation)) {
+                out("read", "isolation", isolation, "value", value);
+            }
+        }
+        try (Admin admin = Admin.create(bootstrapConfig(bootstrap))) {
+            var offsets = admin.listConsumerGroupOffsets(group)
+                    .partitionsToOffsetAndMetadata().get();
+            for (var e : offsets.entrySet()) {
+                out("group-offset", "partition", e.getKey().partition(),
+                        "offset", e.getValue().offset());
+            }
+        }
+        // A second producer with the same transactional id fences the first.
+        try (var second = transactionalProducer(bootstrap, txnId)) {
+            try {
+                first.beginTransaction();
+                first.send(new ProducerRecord<>(topic, 0, "k", "fenced")).get();
+                first.commitTransaction();
+                out("fenced", "exception", "none");
+            } catch (Exception e) {
+                Throwable cause = e.getCause() != null ? e.getCause() : e;
+                out("fenced", "exception", e instanceof ProducerFencedException
+                        ? e.getClass().getSimpleName() : cause.getClass().getSimpleName());
+            } finally {
+                first.close(Duration.ZERO);
+            }
+        }
+    }
+
+    /** Every record of both partitions from the start, up to the end offset the
+     * isolation level allows (the last stable offset under read_committed). */
+    static List<String> readAll(String bootstrap, String topic, String isolation) {
+        Properties p = bootstrapConfig(bootstrap);
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        List<String> values = new ArrayList<>();
+        try (var consumer = new KafkaConsumer<String, String>(p, new StringDeserializer(),
+                new StringDeserializer())) {
+            var partitions = List.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1));
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+            long deadline = System.currentTimeMillis() + TIMEOUT.toMillis();
+            while (partitions.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp))
+                    && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    values.add(r.value());
+                }
+            }
+        }
+        return values;
+    }
 
     static byte[] bytes(String s) {
         return s.getBytes(StandardCharsets.UTF_8);

@@ -5,7 +5,7 @@ so one tool run is made to answer several questions where that reads naturally."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from kernel.cluster import ClusterImage
 from kernel.testing.embedded import EmbeddedBroker
 from reference import tools
-from reference.kafka import KafkaNotFetched
+from reference.kafka import KafkaNotFetched, ReferenceKafka
 from tests.integration.groups import GROUP_SETTINGS
 
 HERE = Path(__file__).resolve().parent
@@ -34,6 +34,22 @@ def client_check() -> Path:
         return tools.compile_java([HERE / f"{CLIENT_CHECK}.java"], "client-check")
     except KafkaNotFetched as e:  # missing jars or JDK fail, never skip
         pytest.fail(str(e), pytrace=False)
+
+
+# A Kafkernel of the transactional Kafka's shape (few transaction and offsets partitions).
+TRANSACTIONAL_KAFKERNEL = {"txn": {"transaction.state.log.num.partitions": 3},
+                           "coordinator": {"offsets.topic.num.partitions": 3}}
+
+
+@pytest.fixture(params=["kafka", "kafkernel"])
+def transactional_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The transactional reference Kafka (tests/conftest.py), or a fresh Kafkernel."""
+    if request.param == "kafka":
+        kafka: ReferenceKafka = request.getfixturevalue("transactional_kafka")
+        yield kafka.bootstrap
+    else:
+        factory: Callable[..., EmbeddedBroker] = request.getfixturevalue("broker_factory")
+        yield factory(plugin_settings=TRANSACTIONAL_KAFKERNEL).bootstrap
 
 
 def image(broker: EmbeddedBroker) -> ClusterImage:

@@ -1,0 +1,106 @@
+"""A consume-transform-produce loop with confluent-kafka (read_committed input, a
+transactional producer sending the group's offsets with its output) across a Kafkernel
+broker killed mid-transaction and started again on its data: the output holds each
+input record exactly once. The broker runs as a process of its own (tests/
+broker_process.py) so it can be killed. Apache Kafka is not run here: the reference
+harness (reference/kafka.py) formats a fresh log dir on each start, so it cannot restart
+a Kafka on its data."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.broker_process import BrokerProcess
+from tests.integration.test_transactions_confluent import consume_all, create_topics
+
+INPUT_RECORDS = 40
+BATCH = 10
+
+
+def member(bootstrap: str, group: str, topic: str) -> Consumer:
+    """The input's reader, starting from ``group``'s committed offset. It assigns the
+    partition itself: a subscribed member killed with the broker would hold the group's
+    next rebalance for its session timeout."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0)])
+    return consumer
+
+
+def batch_of(consumer: Consumer, n: int, seconds: float = 20) -> list[Any]:
+    records: list[Any] = []
+    deadline = time.monotonic() + seconds
+    while len(records) < n and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            records.append(msg)
+    return records
+
+
+def transform(consumer: Consumer, producer: Producer, output: str, records: list[Any]) -> None:
+    producer.begin_transaction()
+    for msg in records:
+        producer.produce(output, key=msg.key(), value=b"out-" + msg.value())
+    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                         consumer.consumer_group_metadata(), 30)
+
+
+def test_consume_transform_produce_is_exactly_once_across_a_broker_kill(
+        tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    source, output, group, txn_id = (f"ctp-in-{tag}", f"ctp-out-{tag}", f"ctp-{tag}",
+                                     f"ctp-id-{tag}")
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        create_topics(broker.bootstrap, source, output, partitions=1)
+        plain = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(INPUT_RECORDS):
+            plain.produce(source, key=b"%d" % i, value=b"%d" % i)
+        assert plain.flush(30) == 0
+
+        consumer = member(broker.bootstrap, group, source)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id})
+        producer.init_transactions(30)
+        for _ in range(2):
+            transform(consumer, producer, output, batch_of(consumer, BATCH))
+            producer.commit_transaction(30)
+        # The third batch's output and offsets are in the logs, uncommitted, when the
+        # broker is killed.
+        transform(consumer, producer, output, batch_of(consumer, BATCH))
+        assert producer.flush(30) == 0
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGKILL)
+        broker.proc.wait(10)
+        consumer.close()
+        del producer
+
+        broker = BrokerProcess(tmp_path, data=tmp_path / "data", port=broker.port).start()
+        # The next instance of the application: its init aborts the open transaction;
+        # it resumes from the group's committed offsets.
+        consumer = member(broker.bootstrap, group, source)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id})
+        producer.init_transactions(30)
+        for _ in range(INPUT_RECORDS // BATCH - 2):
+            transform(consumer, producer, output, batch_of(consumer, BATCH))
+            producer.commit_transaction(30)
+        consumer.close()
+
+        expected = sorted(b"out-%d" % i for i in range(INPUT_RECORDS))
+        committed = sorted(m.value() for m in consume_all(
+            broker.bootstrap, [output], "read_committed", partitions=1))
+        assert committed == expected
+        # The killed transaction's records are in the log, aborted: the kill did catch
+        # a transaction in flight.
+        uncommitted = sorted(m.value() for m in consume_all(
+            broker.bootstrap, [output], "read_uncommitted", partitions=1))
+        assert len(uncommitted) == INPUT_RECORDS + BATCH
+    finally:
+        broker.stop()
+    assert not broker.problems(), broker.problems()
