@@ -509,8 +509,6 @@ KNOWN_DIFFERENCES: dict[Case, str] = {
     txn_offset_commit_without_add_offsets:
         "Kafka verifies the offsets partition is in the transaction (KIP-890 part 1): "
         "INVALID_TXN_STATE (v0-3) or TRANSACTION_ABORTABLE (v4); Kafkernel accepts it",
-    describe_producers_of_an_unknown_topic:
-        "Kafka sets an error_message with UNKNOWN_TOPIC_OR_PARTITION; Kafkernel none",
 }
 
 
