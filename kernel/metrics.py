@@ -44,6 +44,7 @@ class PartitionSample:
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    last_stable_offset_lag: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,10 @@ class _StateCollector:
                                                 "Log end offset.", labels=labels),
             "high_watermark": GaugeMetricFamily("kafkernel_high_watermark",
                                                 "High watermark.", labels=labels),
+            "last_stable_offset_lag": GaugeMetricFamily(
+                "kafkernel_last_stable_offset_lag", "High watermark minus last stable "
+                "offset: records open transactions hold back from READ_COMMITTED readers "
+                "(Kafka's LastStableOffsetLag).", labels=labels),
         }
         for p in state.partitions:
             values = [p.topic, str(p.partition)]

@@ -328,9 +328,14 @@ class Broker:
         for p in list(self.replicas.partitions.values()):
             log = p.log
             segments = log.segments
+            high_watermark = p.high_watermark
+            try:
+                lag = high_watermark - p.last_stable_offset
+            except RuntimeError:  # the loop changed the open transactions while we read
+                lag = 0
             partitions.append(PartitionSample(
                 p.topic, p.partition, sum(s.size for s in segments), len(segments),
-                log.log_start_offset, log.log_end_offset, p.high_watermark,
+                log.log_start_offset, log.log_end_offset, high_watermark, lag,
             ))
         return StateSample(partitions, {
             "Produce": self.produce_purgatory.num_delayed,

@@ -29,6 +29,7 @@ from kernel.protocol.records import (
 )
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.test_log_apis_wire import build, topic_id, topic_ref, values_in
+from tests.integration.test_observability_and_embedding import sample, scrape
 from tests.integration.test_produce_fetch import create_topic
 from tests.integration.wire import (
     connect,
@@ -279,3 +280,20 @@ def test_a_restart_keeps_open_transactions_and_aborted_ones(broker_factory: Any,
         assert consume(committed, 2) == [b"3", b"4"]
     finally:
         committed.close()
+
+
+def test_the_last_stable_offset_lag_is_a_partition_metric(broker_factory: Any) -> None:
+    """Kafka's LastStableOffsetLag, read at scrape time: what an open transaction holds
+    back from READ_COMMITTED readers, back to 0 once its marker is replicated."""
+    b = broker_factory({"metrics.port": 0})
+    assert b.broker is not None and b.broker.metrics_port
+    create_topic(b.bootstrap, TOPIC)
+    partition = {"topic": TOPIC, "partition": "0"}
+    produce_batch(b, 0, 2)
+    assert produce_batch(b, 2, 3, producer_id=7, sequence=0, transactional=True) == 2
+    samples = scrape(b.broker.metrics_port)
+    assert sample(samples, "kafkernel_high_watermark", **partition) == 5
+    assert sample(samples, "kafkernel_last_stable_offset_lag", **partition) == 3
+    write_marker(b, 7, COMMIT)
+    assert sample(scrape(b.broker.metrics_port), "kafkernel_last_stable_offset_lag",
+                  **partition) == 0
