@@ -159,3 +159,51 @@ def test_consume_transform_produce_is_exactly_once_across_a_broker_kill(
     finally:
         broker.stop()
     assert not broker.problems(), broker.problems()
+
+
+def test_read_committed_stops_at_a_transaction_left_open_by_a_broker_kill(
+        tmp_path: Path) -> None:
+    """After a SIGKILL the recovered log still holds the open transaction: its records
+    and every record after it (here a plain producer's) stay past the last stable
+    offset until the transaction is aborted; then the plain records are read, the
+    aborted ones never."""
+    tag = uuid.uuid4().hex[:8]
+    topic, txn_id = f"lso-{tag}", f"lso-id-{tag}"
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        create_topics(broker.bootstrap, topic, partitions=1)
+        plain = Producer({"bootstrap.servers": broker.bootstrap})
+        plain.produce(topic, value=b"before")
+        assert plain.flush(30) == 0
+        producer = transactional(broker.bootstrap, txn_id)
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"open")
+        assert producer.flush(30) == 0
+        plain.produce(topic, value=b"after")
+        assert plain.flush(30) == 0
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGKILL)
+        broker.proc.wait(10)
+        del producer, plain
+
+        broker = BrokerProcess(tmp_path, data=tmp_path / "data", port=broker.port).start()
+        assert described(broker.bootstrap, txn_id).transaction_state == "Ongoing"
+        values = [m.value() for m in consume_all(broker.bootstrap, [topic], "read_uncommitted",
+                                                 partitions=1)]
+        assert values == [b"before", b"open", b"after"]
+        # Twice, a little apart: the LSO does not move while the transaction is open.
+        for _ in range(2):
+            values = [m.value() for m in consume_all(broker.bootstrap, [topic],
+                                                     "read_committed", partitions=1)]
+            assert values == [b"before"]
+            time.sleep(0.5)
+
+        transactional(broker.bootstrap, txn_id).init_transactions(30)
+        values = [m.value() for m in consume_all(
+            broker.bootstrap, [topic], "read_committed", partitions=1,
+            until=lambda got: len(got) == 2)]
+        assert values == [b"before", b"after"]
+    finally:
+        broker.stop()
+    assert not broker.problems(), broker.problems()
