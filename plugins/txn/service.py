@@ -81,7 +81,9 @@ class TransactionCoordinator:
         self.log: Any = broker.log.bind(component="txn-coordinator")
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
             CoordinatorPartitionWriter(broker.replicas), broker.timer, TRANSACTION_STATE_TOPIC,
-            lambda _partition: TxnShard(clock=clock), logger=broker.log,
+            lambda partition: TxnShard(
+                clock=clock, on_loaded=lambda jobs: self._on_loaded(partition, jobs)),
+            logger=broker.log,
         )
         self.metrics = TxnMetrics(self.runtime, broker)
         # (partition, transactional id) -> the task writing that transaction's markers.
@@ -105,8 +107,8 @@ class TransactionCoordinator:
             loop.create_task(self._every(
                 s.transaction_remove_expired_transaction_cleanup_interval_ms,
                 self._remove_expired)),
-            # Transactions a previous leader left prepared get their markers (Kafka does
-            # it at load; here on the scan after it).
+            # Prepared transactions get their markers at load (_on_loaded); this scan
+            # retries those whose marker task gave up (an unexpected error).
             loop.create_task(self._every(
                 s.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                 self._resume_prepared)),
@@ -258,6 +260,16 @@ class TransactionCoordinator:
         except Exception as e:  # the scan of prepared transactions retries
             self.log.error("writing transaction markers failed",
                            transactional_id=job.transactional_id, error=repr(e))
+
+    def _on_loaded(self, partition: int, jobs: list[MarkerJob]) -> None:
+        """A partition of __transaction_state is loaded: the transactions a previous
+        leader left in PrepareCommit/PrepareAbort get their markers now, as Kafka's
+        loadTransactionsForTxnTopicPartition does."""
+        for job in jobs:
+            self.log.info("resending the markers of a prepared transaction",
+                          transactional_id=job.transactional_id, partition=partition,
+                          result=job.result.name)
+            self._send_markers(partition, job)
 
     async def _write_markers(self, partition: int, job: MarkerJob) -> None:
         pending = set(job.partitions)

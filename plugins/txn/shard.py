@@ -100,8 +100,12 @@ class _Changes:
 class TxnShard:
     """The transactional ids of one ``__transaction_state`` partition."""
 
-    def __init__(self, *, clock: Callable[[], int]) -> None:
+    def __init__(self, *, clock: Callable[[], int],
+                 on_loaded: Callable[[list[MarkerJob]], None] | None = None) -> None:
         self._clock = clock
+        # Told, once every record is replayed, the marker jobs of the transactions a
+        # previous leader left prepared (Kafka sends them at load: sendPendingTxnMarkers).
+        self._on_loaded = on_loaded
         self._txns: dict[str, TransactionMetadata] = {}
 
     # ------------------------------------------------------------------ reads
@@ -138,6 +142,8 @@ class TxnShard:
         """__transaction_state is never written transactionally."""
 
     def on_loaded(self) -> TxnResult:
+        if self._on_loaded is not None:
+            self._on_loaded([self._job(t) for t in self._txns.values() if t.state in PREPARED])
         return TxnResult()
 
     def on_unloaded(self) -> TxnResult:

@@ -271,6 +271,33 @@ def test_a_transaction_left_prepared_at_shutdown_is_completed_after_the_load(
         "CompleteAbort"
 
 
+def test_a_prepared_transaction_gets_its_markers_at_load_not_at_the_next_scan(
+        broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    """As Kafka's loadTransactionsForTxnTopicPartition: the markers go out as soon as
+    the partition is loaded; the scan interval is far longer than the test."""
+    broker = _start(broker_factory, **{
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 600_000})
+    assert broker.broker is not None
+    broker.call(broker.broker.metadata.register_broker(
+        BrokerRegistration(node_id=FOLLOWER, host="127.0.0.1", port=1)))
+    create_replicated(broker, "tx-at-load")
+    pid, epoch = init_ok(broker, "tx-at-load")
+    add_partitions(broker, "tx-at-load", pid, epoch, {"tx-at-load": [0]})
+    assert end_txn(broker, "tx-at-load", pid, epoch, True) == ErrorCode.none
+    # The marker is not replicated: the broker stops with the commit prepared.
+    broker.restart()
+    assert until(lambda: describe(broker, "tx-at-load"),
+                 lambda s: s.error_code == ErrorCode.none).transaction_state == "PrepareCommit"
+    # The load writes the marker again, after the one of the previous run (the
+    # follower reads from offset 1 to see it); once the follower has both, the commit
+    # completes.
+    assert until(lambda: follower_fetch(broker, "tx-at-load", 1).records,
+                 bool, seconds=5)
+    follower_fetch(broker, "tx-at-load", 2)
+    assert described_state(broker, "tx-at-load", "CompleteCommit",
+                           ).transaction_state == "CompleteCommit"
+
+
 def test_markers_skip_a_topic_deleted_during_the_transaction(broker: EmbeddedBroker) -> None:
     create_topic(broker.bootstrap, "tx-doomed")
     pid, epoch = init_ok(broker, "tx-doomed")

@@ -19,7 +19,14 @@ from plugins.txn.records import (
     encode_value,
     partition_for,
 )
-from plugins.txn.shard import NEED_PRODUCER_ID, EndResult, InitResult, TxnResult, TxnShard
+from plugins.txn.shard import (
+    NEED_PRODUCER_ID,
+    EndResult,
+    InitResult,
+    MarkerJob,
+    TxnResult,
+    TxnShard,
+)
 
 TID = "tx-a"
 COMMIT, ABORT = TransactionResult.COMMIT, TransactionResult.ABORT
@@ -171,6 +178,28 @@ def test_an_exhausted_epoch_rotates_to_a_new_producer_id(shard: TxnShard) -> Non
     assert shard.init_producer_id(TID, 60_000, None, None).response is NEED_PRODUCER_ID
     assert init(shard, new_id=200) == InitResult(ErrorCode.none, 200, 0)
     assert txn.previous_producer_id == 100
+
+
+def test_a_load_hands_over_the_markers_of_prepared_transactions(shard: TxnShard) -> None:
+    """Only PrepareCommit/PrepareAbort transactions, and only once every record is
+    replayed (Kafka's sendPendingTxnMarkers at load)."""
+    results = []
+    for tid, pid, commit in (("tx-p", 100, True), ("tx-o", 101, None), ("tx-e", 102, None)):
+        results.append(shard.init_producer_id(tid, 60_000, None, pid))
+        if tid != "tx-e":
+            results.append(shard.add_partitions(tid, pid, 0, [("t", 1), ("t", 0)]))
+        if commit:
+            results.append(shard.end_transaction(tid, pid, 0, COMMIT))
+    handed: list[list[MarkerJob]] = []
+    loaded = TxnShard(clock=shard._clock, on_loaded=handed.append)
+    offset = 0
+    for result in results:
+        for key, value in result.records:
+            loaded.replay(offset, -1, -1, key, value)
+            offset += 1
+    assert handed == []
+    assert loaded.on_loaded() == TxnResult()
+    assert handed == [[MarkerJob("tx-p", 100, 0, COMMIT, (("t", 0), ("t", 1)))]]
 
 
 def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(shard: TxnShard,
