@@ -19,7 +19,8 @@ class TxnSettings:
     )
     transaction_state_log_num_partitions: int = setting(
         "transaction.state.log.num.partitions", 50,
-        "Partitions of the __transaction_state topic (created at startup).",
+        "Partitions of the __transaction_state topic (created by the first FindCoordinator "
+        "for a transactional id, as Kafka does).",
         check=int_at_least(1),
     )
     transaction_state_log_replication_factor: int = setting(
