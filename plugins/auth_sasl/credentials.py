@@ -1,31 +1,41 @@
-"""The broker's SCRAM credentials: (user, mechanism) -> salted credential, the state
-AlterUserScramCredentials changes and the SCRAM exchange reads."""
+"""The broker's SCRAM credentials as the SCRAM exchange and the credential APIs see them:
+a view over the metadata backend, which keeps them in the metadata log (Kafka's
+UserScramCredentialRecord), so they survive a restart."""
 
 from __future__ import annotations
 
-from plugins.auth_sasl.scram import ScramCredential
+from collections.abc import Sequence
 
-__all__ = ["ScramCredentials"]
+from kernel.cluster import MetadataBackend
+from kernel.cluster import ScramCredential as StoredCredential
+from plugins.auth_sasl.scram import MECHANISMS, ScramCredential
+
+__all__ = ["ScramCredentials", "StoredCredential"]
 
 
 class ScramCredentials:
-    def __init__(self) -> None:
-        self._by_user: dict[str, dict[str, ScramCredential]] = {}
+    def __init__(self, backend: MetadataBackend) -> None:
+        self._backend = backend
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
-        return self._by_user.get(user, {}).get(mechanism)
-
-    def put(self, user: str, mechanism: str, credential: ScramCredential) -> None:
-        self._by_user.setdefault(user, {})[mechanism] = credential
-
-    def remove(self, user: str, mechanism: str) -> None:
-        found = self._by_user.get(user, {})
-        found.pop(mechanism, None)
-        if not found:
-            self._by_user.pop(user, None)
+        stored = self._backend.scram_credentials().get((user, MECHANISMS[mechanism].kafka_type))
+        if stored is None:
+            return None
+        return ScramCredential(stored.salt, stored.stored_key, stored.server_key,
+                               stored.iterations)
 
     def users(self) -> list[str]:
-        return sorted(self._by_user)
+        return sorted({name for name, _ in self._backend.scram_credentials()})
 
-    def of_user(self, user: str) -> dict[str, ScramCredential]:
-        return dict(self._by_user.get(user, {}))
+    def of_user(self, user: str) -> dict[int, int]:
+        """Mechanism type -> iterations of ``user``'s credentials."""
+        return {mechanism: c.iterations
+                for (name, mechanism), c in self._backend.scram_credentials().items()
+                if name == user}
+
+    def exists(self, user: str, mechanism_type: int) -> bool:
+        return (user, mechanism_type) in self._backend.scram_credentials()
+
+    async def alter(self, upsertions: Sequence[StoredCredential],
+                    deletions: Sequence[tuple[str, int]]) -> None:
+        await self._backend.alter_scram_credentials(upsertions, deletions)

@@ -4,6 +4,7 @@ and messages of Kafka's ScramControlManager and ScramImage."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -11,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.requests import ApiRegistry, RequestContext
-from plugins.auth_sasl.credentials import ScramCredentials
+from plugins.auth_sasl.credentials import ScramCredentials, StoredCredential
 from plugins.auth_sasl.scram import MECHANISMS, ScramMechanism
 
 __all__ = ["register"]
@@ -25,12 +26,13 @@ _TWICE = "A user credential cannot be altered twice in the same request"
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-def register(registry: ApiRegistry, credentials: ScramCredentials) -> None:
+def register(registry: ApiRegistry, credentials: Callable[[], ScramCredentials]) -> None:
+    """``credentials`` gives the broker's credentials once it has started."""
     registry.register(DESCRIBE_USER_SCRAM_CREDENTIALS,
-                      lambda ctx, req: describe(credentials, ctx, req),
+                      lambda ctx, req: describe(credentials(), ctx, req),
                       min_version=0, max_version=0)
     registry.register(ALTER_USER_SCRAM_CREDENTIALS,
-                      lambda ctx, req: alter(credentials, ctx, req),
+                      lambda ctx, req: alter(credentials(), ctx, req),
                       min_version=0, max_version=0)
 
 
@@ -43,7 +45,7 @@ def _check(name: str, mechanism_type: int) -> tuple[ErrorCode, str] | ScramMecha
     return mechanism
 
 
-def alter(credentials: ScramCredentials, ctx: RequestContext, request: Any) -> Any:
+async def alter(credentials: ScramCredentials, ctx: RequestContext, request: Any) -> Any:
     m = response_module(ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
 
     def result(user: str, code: ErrorCode, message: str | None) -> Any:
@@ -67,7 +69,7 @@ def alter(credentials: ScramCredentials, ctx: RequestContext, request: Any) -> A
         checked = _check(d.name, d.mechanism)
         if isinstance(checked, tuple):
             errors[d.name] = checked
-        elif credentials.get(d.name, checked.name) is None:
+        elif not credentials.exists(d.name, checked.kafka_type):
             errors[d.name] = (ErrorCode.resource_not_found,
                               "Attempt to delete a user credential that does not exist")
         else:
@@ -88,14 +90,13 @@ def alter(credentials: ScramCredentials, ctx: RequestContext, request: Any) -> A
             errors[u.name] = (ErrorCode.unacceptable_credential, "Too many iterations")
         else:
             upsertions[u.name] = (checked, u)
-    results = []
-    for name, mechanism in deletions.items():
-        credentials.remove(name, mechanism.name)
-        results.append(result(name, ErrorCode.none, None))
-    for name, (mechanism, u) in upsertions.items():
-        credentials.put(name, mechanism.name,
-                        mechanism.credential(u.salted_password, u.salt, u.iterations))
-        results.append(result(name, ErrorCode.none, None))
+    # One metadata change for the whole request, as Kafka's controller result is atomic.
+    await credentials.alter(
+        [StoredCredential(name, mechanism.kafka_type, u.salt,
+                          *mechanism.keys(u.salted_password), u.iterations)
+         for name, (mechanism, u) in upsertions.items()],
+        [(name, mechanism.kafka_type) for name, mechanism in deletions.items()])
+    results = [result(name, ErrorCode.none, None) for name in (*deletions, *upsertions)]
     results.extend(result(name, code, message) for name, (code, message) in errors.items())
     return m.AlterUserScramCredentialsResponse(throttle_time=_NO_THROTTLE,
                                                results=tuple(results))
@@ -120,9 +121,8 @@ def describe(credentials: ScramCredentials, ctx: RequestContext, request: Any) -
             infos: tuple[Any, ...] = ()
         else:
             found = credentials.of_user(name)
-            infos = tuple(m.CredentialInfo(mechanism=MECHANISMS[mech].kafka_type,
-                                           iterations=c.iterations)
-                          for mech, c in sorted(found.items()))
+            infos = tuple(m.CredentialInfo(mechanism=mechanism, iterations=iterations)
+                          for mechanism, iterations in sorted(found.items()))
             code, message = ((ErrorCode.none, None) if found else (
                 ErrorCode.resource_not_found,
                 f"Attempt to describe a user credential that does not exist: {name}"))

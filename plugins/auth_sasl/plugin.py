@@ -36,7 +36,7 @@ class AuthSaslPlugin:
     def __init__(self) -> None:
         self._settings = AuthSaslSettings()
         self._plain_users: dict[str, str] = {}
-        self.scram = ScramCredentials()
+        self._scram: ScramCredentials | None = None
         self._broker: PluginServices | None = None
         self._failed: Counter | None = None
         self._succeeded: Counter | None = None
@@ -60,11 +60,19 @@ class AuthSaslPlugin:
         registry.register(SASL_HANDSHAKE, self.handshake, min_version=1, max_version=1,
                           advertised_min_version=0)
         registry.register(SASL_AUTHENTICATE, self.authenticate, min_version=0, max_version=2)
-        credentials_api.register(registry, self.scram)
+        credentials_api.register(registry, lambda: self.scram)
+
+    @property
+    def scram(self) -> ScramCredentials:
+        """Set at startup; listeners serve only after that, so handlers always find it."""
+        if self._scram is None:
+            raise RuntimeError("the auth_sasl plugin has not started")
+        return self._scram
 
     @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> None:
         self._broker = broker
+        self._scram = ScramCredentials(broker.metadata)
         self._configure(broker.plugin_settings(PLUGIN_NAME) or AuthSaslSettings(),
                         broker.loaded.source)
         registry = broker.metrics.registry
@@ -94,7 +102,7 @@ class AuthSaslPlugin:
         if name == "PLAIN":
             return lambda: PlainServer(self._plain_users)
         mechanism = MECHANISMS[name]
-        return lambda: ScramServer(mechanism, self.scram.get)
+        return lambda: ScramServer(mechanism, lambda user, name: self.scram.get(user, name))
 
     # -- the exchange ----------------------------------------------------------------
 

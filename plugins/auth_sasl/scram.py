@@ -34,11 +34,10 @@ class ScramMechanism:
     def salted_password(self, password: str, salt: bytes, iterations: int) -> bytes:
         return hashlib.pbkdf2_hmac(self.hash_name, password.encode(), salt, iterations)
 
-    def credential(self, salted_password: bytes, salt: bytes,
-                   iterations: int) -> ScramCredential:
+    def keys(self, salted_password: bytes) -> tuple[bytes, bytes]:
+        """StoredKey and ServerKey: all the broker keeps of a salted password."""
         client_key = self.hmac(salted_password, b"Client Key")
-        return ScramCredential(salt, self.hash(client_key),
-                               self.hmac(salted_password, b"Server Key"), iterations)
+        return self.hash(client_key), self.hmac(salted_password, b"Server Key")
 
 
 MECHANISMS = {m.name: m for m in (

@@ -401,3 +401,26 @@ def test_a_bad_password_file_line_is_one_config_error_without_its_content(
     assert "line 2" in str(raised.value) and "secret-without-colon" not in str(raised.value)
     with pytest.raises(ConfigError, match="cannot read"):
         _sasl_broker(broker_factory, str(tmp_path / "missing"))
+
+
+def test_scram_users_survive_a_restart_and_their_passwords_are_not_stored(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str,
+) -> None:
+    b = _sasl_broker(broker_factory, users_file)
+    _add_scram_user(b, "SCRAM-SHA-256")
+    _add_scram_user(b, "SCRAM-SHA-512", user="other", password="other-secret")
+    b.restart()
+    for mechanism, user, password in (("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
+                                      ("SCRAM-SHA-512", "other", "other-secret")):
+        assert len(_produce_and_consume(_client(b, mechanism, user, password), n=3)) == 3
+    metadata_log = b.data_dir.rglob("__cluster_metadata-0/*")
+    stored = b"".join(p.read_bytes() for p in metadata_log if p.is_file())
+    assert b'"name":"other"' in stored
+    assert b"other-secret" not in stored and SCRAM_PASSWORD.encode() not in stored
+    # A deletion is in the log too.
+    with _admin_socket(b) as s:
+        _ask(s, AlterUserScramCredentialsRequest(
+            deletions=(ScramCredentialDeletion(name="other", mechanism=2),), upsertions=()))
+    b.restart()
+    assert "invalid credentials" in _client_error(
+        _client(b, "SCRAM-SHA-512", "other", "other-secret"))
