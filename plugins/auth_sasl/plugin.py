@@ -108,10 +108,15 @@ class AuthSaslPlugin:
 
     def handshake(self, ctx: RequestContext, request: Any) -> Any:
         session = ctx.session
-        if session.authenticated or PLUGIN_NAME in session.extensions:
+        m = response_module(SASL_HANDSHAKE, ctx.api_version)
+        if session.authenticated:
+            # Kafka's KafkaApis: an authenticated connection (PLAINTEXT, SSL, or after
+            # the exchange) is answered, not closed.
+            return m.SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state,
+                                           mechanisms=())
+        if PLUGIN_NAME in session.extensions:
             raise InvalidRequest("SaslHandshake during SASL authentication")
         offered = tuple(self._settings.sasl_enabled_mechanisms)
-        m = response_module(SASL_HANDSHAKE, ctx.api_version)
         if request.mechanism not in offered:
             self._log_failure(session, request.mechanism, "unsupported SASL mechanism")
             session.close_after_response = True
@@ -124,10 +129,15 @@ class AuthSaslPlugin:
     def authenticate(self, ctx: RequestContext, request: Any) -> Any:
         session = ctx.session
         state = session.extensions.get(PLUGIN_NAME)
-        if session.authenticated or state is None:
+        m = response_module(SASL_AUTHENTICATE, ctx.api_version)
+        if session.authenticated:
+            return make(m.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
+                        error_message="SaslAuthenticate request received after successful "
+                        "authentication", auth_bytes=b"",
+                        session_lifetime=datetime.timedelta(0))
+        if state is None:
             raise InvalidRequest("SaslAuthenticate without a SaslHandshake")
         name, exchange = state
-        m = response_module(SASL_AUTHENTICATE, ctx.api_version)
         try:
             challenge = exchange.evaluate(request.auth_bytes)
         except AuthenticationFailed as e:

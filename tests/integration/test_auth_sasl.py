@@ -424,3 +424,19 @@ def test_scram_users_survive_a_restart_and_their_passwords_are_not_stored(
     b.restart()
     assert "invalid credentials" in _client_error(
         _client(b, "SCRAM-SHA-512", "other", "other-secret"))
+
+
+def test_sasl_requests_on_an_authenticated_connection_get_illegal_sasl_state(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str,
+) -> None:
+    # As Kafka's KafkaApis answers them: on a PLAINTEXT listener, and after the exchange.
+    b = broker_factory({"listeners": ["PLAINTEXT://127.0.0.1:0"]}, plugins=PLUGINS,
+                       plugin_settings={"auth_sasl": {"plain.users.file": users_file}})
+    with connect(b.bootstrap) as s:
+        assert _ask(s, SaslHandshakeRequest(mechanism="PLAIN")).error_code == (
+            ErrorCode.illegal_sasl_state)
+        response = _ask(s, SaslAuthenticateRequest(auth_bytes=b"\0admin\0admin-secret"))
+        assert response.error_code == ErrorCode.illegal_sasl_state
+        assert response.error_message == (
+            "SaslAuthenticate request received after successful authentication")
+        assert _ask(s, MetadataRequest(topics=())).brokers
