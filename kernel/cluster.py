@@ -11,7 +11,7 @@ raise ``KafkaError`` with Kafka's error code when a request is invalid.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -85,6 +85,19 @@ class NewTopic:
     internal: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """One user's credential for one SCRAM mechanism, as Kafka's
+    UserScramCredentialRecord keeps it: salted and iterated, never the password."""
+
+    name: str
+    mechanism: int  # Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
 @runtime_checkable
 class MetadataBackend(Protocol):
     """What the kernel needs from a metadata plugin (KRaft-style, ZooKeeper, ...).
@@ -129,6 +142,16 @@ class MetadataBackend(Protocol):
     async def allocate_producer_ids(self) -> range:
         """A block of producer ids for this broker that no broker was given before,
         restarts included (Kafka's AllocateProducerIds)."""
+
+    def scram_credentials(self) -> Mapping[tuple[str, int], ScramCredential]:
+        """(user, mechanism type) -> the SCRAM credential the metadata log holds."""
+        ...
+
+    async def alter_scram_credentials(
+        self, upsertions: Sequence[ScramCredential], deletions: Sequence[tuple[str, int]],
+    ) -> None:
+        """Store and remove SCRAM credentials in one metadata change, as Kafka's
+        ScramControlManager writes (Remove)UserScramCredentialRecords."""
 
 
 MAX_TOPIC_NAME_LENGTH = 249

@@ -40,6 +40,9 @@ class Session:
     client_software_version: str | None = None
     # Plugins keep their per-connection state here, keyed by plugin name.
     extensions: dict[str, Any] = field(default_factory=dict)
+    # Set by a handler whose response must be the connection's last (a failed SASL
+    # authentication: Kafka answers with the error, then closes).
+    close_after_response: bool = False
 
     def authenticate(self, principal: str) -> None:
         """The connection's client is ``principal`` from now on: set at open by the

@@ -298,6 +298,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._pool.release(size)
             if isinstance(result, bytes | ResponseFrame):
                 self._write(result)
+                if session.close_after_response:
+                    self.close()
+                    return
             elif result is not None:
                 self._await(result)
         if self._queue_paused and self._queued_bytes < MAX_QUEUED_BYTES // 2:
@@ -320,6 +323,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         result = fut.result()
         if result is not None:
             self._write(result)
+        if self.session is not None and self.session.close_after_response:
+            self.close()  # the transport sends what was written, then closes
+            return
         self._process()
 
     def _write(self, data: bytes | ResponseFrame) -> None:

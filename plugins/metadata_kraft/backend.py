@@ -15,6 +15,7 @@ import random
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import structlog
@@ -28,6 +29,7 @@ from kernel.cluster import (
     ImageListener,
     NewTopic,
     PartitionState,
+    ScramCredential,
     TopicImage,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
@@ -45,7 +47,9 @@ from .records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 T = TypeVar("T")
@@ -107,6 +111,7 @@ class KRaftMetadataBackend:
         self._incarnation_id = uuid.uuid4()
         self._broker_epoch: int | None = None
         self._next_producer_id = 0
+        self._scram_credentials: dict[tuple[str, int], ScramCredential] = {}
         self._lock_fd = lock_fd
 
     # -- reading ----------------------------------------------------------------
@@ -163,6 +168,7 @@ class KRaftMetadataBackend:
                 for record in records:
                     delta.replay(record)
             self._next_producer_id = delta.next_producer_id
+            self._scram_credentials = delta.scram_credentials
             return delta.apply()
         except BaseException:
             self._metadata_log.close()
@@ -199,12 +205,13 @@ class KRaftMetadataBackend:
         return await asyncio.shield(task)
 
     async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
-        delta = MetadataDelta(self._image, self._next_producer_id)
+        delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials)
         for record in records:
             delta.replay(record)
         image = delta.apply()
         await self._metadata_log.append(records)
         self._next_producer_id = delta.next_producer_id
+        self._scram_credentials = delta.scram_credentials
         self._publish(image)
         return image
 
@@ -263,6 +270,24 @@ class KRaftMetadataBackend:
             return block
 
         return await self._serialized(allocate)
+
+    # -- SCRAM credentials ------------------------------------------------------
+
+    def scram_credentials(self) -> Mapping[tuple[str, int], ScramCredential]:
+        return MappingProxyType(self._scram_credentials)
+
+    async def alter_scram_credentials(
+        self, upsertions: Sequence[ScramCredential], deletions: Sequence[tuple[str, int]],
+    ) -> None:
+        records: list[MetadataRecord] = [
+            RemoveUserScramCredentialRecord(name=name, mechanism=mechanism)
+            for name, mechanism in deletions
+        ]
+        records.extend(UserScramCredentialRecord(
+            name=c.name, mechanism=c.mechanism, salt=c.salt, stored_key=c.stored_key,
+            server_key=c.server_key, iterations=c.iterations) for c in upsertions)
+        if records:
+            await self._serialized(lambda: self._commit(records))
 
     # -- topics -----------------------------------------------------------------
 

@@ -10,10 +10,17 @@ before it is written, so a batch on disk is always one that replays cleanly.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from kernel.cluster import BrokerRegistration, ClusterImage, PartitionState, TopicImage
+from kernel.cluster import (
+    BrokerRegistration,
+    ClusterImage,
+    PartitionState,
+    ScramCredential,
+    TopicImage,
+)
 
 from .records import (
     NO_LEADER_CHANGE,
@@ -26,7 +33,9 @@ from .records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 CLUSTER_DEFAULT_BROKER = -1  # ClusterImage.broker_configs key of cluster-wide defaults
@@ -83,9 +92,15 @@ class MetadataDelta:
     ``ClusterImage``.
     """
 
-    def __init__(self, base: ClusterImage, next_producer_id: int = 0) -> None:
+    def __init__(
+        self, base: ClusterImage, next_producer_id: int = 0,
+        scram_credentials: Mapping[tuple[str, int], ScramCredential] | None = None,
+    ) -> None:
         self._base = base
         self.next_producer_id = next_producer_id
+        # (user, mechanism) -> credential (KRaft's ScramImage), like next_producer_id
+        # outside the ClusterImage: only the SASL plugin reads it.
+        self.scram_credentials = dict(scram_credentials or {})
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._broker_configs: dict[int, dict[str, str]] | None = None
         self._topics: dict[uuid.UUID, _TopicBuilder] = {}
@@ -128,6 +143,15 @@ class MetadataDelta:
                 self._replay_config(record)
             case ProducerIdsRecord():
                 self._replay_producer_ids(record)
+            case UserScramCredentialRecord():
+                self.scram_credentials[(record.name, record.mechanism)] = ScramCredential(
+                    record.name, record.mechanism, record.salt, record.stored_key,
+                    record.server_key, record.iterations)
+            case RemoveUserScramCredentialRecord():
+                if self.scram_credentials.pop((record.name, record.mechanism), None) is None:
+                    raise MetadataLogError(
+                        f"RemoveUserScramCredentialRecord for {record.name!r} mechanism "
+                        f"{record.mechanism}, which has no credential")
             case _:
                 raise MetadataLogError(f"cannot replay {record!r}")
 

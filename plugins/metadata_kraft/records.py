@@ -2,7 +2,8 @@
 
 The records mirror KRaft's metadata record types: same names, api keys and meaning
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
-PartitionChangeRecord 5, RemoveTopicRecord 9, ProducerIdsRecord 15). The controller
+PartitionChangeRecord 5, RemoveTopicRecord 9, UserScramCredentialRecord 11,
+ProducerIdsRecord 15, RemoveUserScramCredentialRecord 22). The controller
 changes state only by appending records, and the log is replayed at startup to rebuild
 the cluster image.
 
@@ -17,7 +18,7 @@ is replayed whole or not at all, as KRaft's atomic batches::
         api_key   int16   record type
         version   int16   record version
         size      int32   bytes of the body
-        body      UTF-8 JSON object keyed by the record's field names
+        body      UTF-8 JSON object keyed by the record's field names (bytes in base64)
 
 Bodies are JSON rather than Kafka's binary schemas: the log is small, and a hex dump of
 it stays readable when debugging.
@@ -25,6 +26,7 @@ it stays readable when debugging.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import json
@@ -157,15 +159,42 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512):
+    salted and iterated, as Kafka stores it; the password itself is never written."""
+
+    API_KEY: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord
     | PartitionChangeRecord | RemoveTopicRecord | ProducerIdsRecord
+    | UserScramCredentialRecord | RemoveUserScramCredentialRecord
 )
 
 RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
     cls.API_KEY: cls
     for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
-                PartitionChangeRecord, RemoveTopicRecord, ProducerIdsRecord)
+                PartitionChangeRecord, RemoveTopicRecord, ProducerIdsRecord,
+                UserScramCredentialRecord, RemoveUserScramCredentialRecord)
 })
 
 # Resolved once: replay decodes every record of the log at startup.
@@ -189,6 +218,8 @@ def _encode_value(value: Any) -> Any:
         return value.value
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
     return value
 
 
@@ -210,6 +241,10 @@ def _decode_value(tp: Any, value: Any) -> Any:
         return tuple(value)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(value)
+    if tp is bytes:
+        if not isinstance(value, str):
+            raise TypeError(f"expected base64 bytes, got {value!r}")
+        return base64.b64decode(value, validate=True)
     if tp in (int, str, bool) and type(value) is not tp:
         raise TypeError(f"expected {tp.__name__}, got {value!r}")
     return value

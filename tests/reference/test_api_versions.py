@@ -37,7 +37,8 @@ FEATURES = known("D1", "supported_features", "finalized_features_epoch",
 GAPS: dict[int, str] = {
     8: "v10 (KIP-848's topic ids in commits) is planned with the KIP-848 consumer groups",
     9: "v10 (KIP-848's topic ids in fetches) is planned with the KIP-848 consumer groups",
-    17: "SASL: planned, the auth_sasl plugin",
+    17: ("served by the auth_sasl plugin (v1; v0 is advertised, as Kafka does, and "
+         "refused), not enabled by default"),
     24: ("the txn plugin; v4-5 (the brokers' verify-only batched form, KIP-890) are not "
          "served"),
     26: ("the txn plugin; v5 (KIP-890's epoch bump at the end of a transaction, "
@@ -50,7 +51,7 @@ GAPS: dict[int, str] = {
     31: "ACLs: planned, the acl plugin",
     34: "not planned: one log dir per broker holds every replica",
     35: "not planned yet: log dirs are not described",
-    36: "SASL: planned, the auth_sasl plugin",
+    36: "served by the auth_sasl plugin, not enabled by default",
     38: "not planned: delegation tokens",
     39: "not planned: delegation tokens",
     40: "not planned: delegation tokens",
@@ -60,8 +61,8 @@ GAPS: dict[int, str] = {
     46: "not planned yet: partition reassignment",
     48: "not planned: client quotas (tests' hello plugin serves it as an example)",
     49: "not planned: client quotas",
-    50: "SASL/SCRAM: planned, the auth_sasl plugin",
-    51: "SASL/SCRAM: planned, the auth_sasl plugin",
+    50: "served by the auth_sasl plugin, not enabled by default",
+    51: "served by the auth_sasl plugin, not enabled by default",
     55: "not served: KRaft controller API (the metadata quorum is embedded)",
     57: "not served: KRaft feature levels (KIP-584)",
     64: "not served: KRaft controller API",

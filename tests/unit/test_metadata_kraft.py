@@ -15,7 +15,13 @@ import pytest
 import structlog
 import structlog.testing
 
-from kernel.cluster import BrokerRegistration, ClusterImage, MetadataBackend, NewTopic
+from kernel.cluster import (
+    BrokerRegistration,
+    ClusterImage,
+    MetadataBackend,
+    NewTopic,
+    ScramCredential,
+)
 from kernel.config import ConfigError, ConfigSchema
 from kernel.protocol.errors import ErrorCode, KafkaError
 from plugins import metadata_kraft
@@ -35,7 +41,9 @@ from plugins.metadata_kraft.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     decode_batch,
     encode_batch,
 )
@@ -229,6 +237,29 @@ def test_restart_keeps_topics_ids_configs_partitions_and_cluster_id(tmp_path: Pa
     assert after.brokers[1].port == 9999
 
 
+def test_scram_credentials_are_stored_removed_and_replayed(tmp_path: Path) -> None:
+    alice = ScramCredential("alice", 1, b"salt", b"stored", b"server", 4096)
+    bob = ScramCredential("bob", 2, b"pepper", b"stored2", b"server2", 8192)
+
+    async def scenario(b: KRaftMetadataBackend) -> None:
+        await b.alter_scram_credentials([alice, bob], [])
+        await b.alter_scram_credentials([], [("alice", 1)])
+        assert dict(b.scram_credentials()) == {("bob", 2): bob}
+
+    run(tmp_path, scenario)
+
+    async def check(b: KRaftMetadataBackend) -> None:
+        assert dict(b.scram_credentials()) == {("bob", 2): bob}
+
+    run(tmp_path, check)
+
+
+def test_removing_a_scram_credential_that_does_not_exist_is_refused() -> None:
+    delta = MetadataDelta(empty_image("c", 1))
+    with pytest.raises(MetadataLogError, match="no credential"):
+        delta.replay(RemoveUserScramCredentialRecord("nobody", 1))
+
+
 def test_torn_tail_is_truncated_and_earlier_records_survive(tmp_path: Path) -> None:
     async def create_kept(b: KRaftMetadataBackend) -> None:
         await b.create_topics([NewTopic("kept", 2, 1)])
@@ -315,6 +346,8 @@ def test_records_round_trip_through_a_batch() -> None:
         ConfigRecord(ConfigResourceType.BROKER, "", "num.partitions", None),
         PartitionChangeRecord(topic_id, 0, isr=(1, 2)),
         RemoveTopicRecord(topic_id),
+        UserScramCredentialRecord("alice", 1, b"salt", b"\0stored", b"server\xff", 4096),
+        RemoveUserScramCredentialRecord("alice", 1),
     ]
     data = encode_batch(42, records)
     assert decode_batch(data, 0) == (42, records, len(data))
