@@ -43,6 +43,11 @@ class Session:
     # Set by a handler whose response must be the connection's last (a failed SASL
     # authentication: Kafka answers with the error, then closes).
     close_after_response: bool = False
+    # Set by a SASL plugin that accepted a SaslHandshake v0 (KIP-43): until the exchange
+    # completes, every frame on the connection is a raw SASL token, not a request. The
+    # kernel gives each token to it and sends the answer back size-prefixed; raising
+    # InvalidRequest (or an awaitable that raises it) closes the connection.
+    raw_sasl_token: Callable[[bytes], bytes | Awaitable[bytes]] | None = None
 
     def authenticate(self, principal: str) -> None:
         """The connection's client is ``principal`` from now on: set at open by the

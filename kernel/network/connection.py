@@ -59,6 +59,18 @@ def is_tls_record(head: bytes | bytearray | memoryview) -> bool:
     return len(head) >= 3 and head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04
 
 
+def _raw_sasl_answer(answer: bytes | Awaitable[bytes]) -> bytes | Awaitable[bytes]:
+    """A raw SASL token (after SaslHandshake v0) goes back size-prefixed, as it came."""
+    if isinstance(answer, bytes):
+        return _SIZE.pack(len(answer)) + answer
+
+    async def prefixed() -> bytes:
+        token = await answer
+        return _SIZE.pack(len(token)) + token
+
+    return prefixed()
+
+
 class ReceiveBuffer:
     """The buffer a listener's connections read into, one read at a time."""
 
@@ -287,7 +299,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             size = len(frame)
             self._queued_bytes -= size
             try:
-                result = self._dispatcher.dispatch(frame, session)
+                raw_sasl_token = session.raw_sasl_token
+                if raw_sasl_token is None:
+                    result = self._dispatcher.dispatch(frame, session)
+                else:
+                    result = _raw_sasl_answer(raw_sasl_token(bytes(frame)))
             except InvalidRequest as e:
                 self._fail(str(e))
                 return

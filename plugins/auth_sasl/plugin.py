@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -54,11 +55,9 @@ class AuthSaslPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        # v0 of SaslHandshake is followed by raw tokens, not SaslAuthenticate, which the
-        # kernel does not frame: v0 is refused. It is advertised as Kafka does, because
-        # librdkafka before 2.x enables SASL handshakes only if the range includes 0.
-        registry.register(SASL_HANDSHAKE, self.handshake, min_version=1, max_version=1,
-                          advertised_min_version=0)
+        # v0 of SaslHandshake is followed by raw tokens (Session.raw_sasl_token), v1 by
+        # SaslAuthenticate requests.
+        registry.register(SASL_HANDSHAKE, self.handshake, min_version=0, max_version=1)
         registry.register(SASL_AUTHENTICATE, self.authenticate, min_version=0, max_version=2)
         credentials_api.register(registry, lambda: self.scram)
 
@@ -124,7 +123,43 @@ class AuthSaslPlugin:
                 error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=offered)
         exchange = self._exchange_factory(request.mechanism)()
         session.extensions[PLUGIN_NAME] = (request.mechanism, exchange)
+        if ctx.api_version == 0:
+            mechanism = request.mechanism
+            session.raw_sasl_token = lambda token: self._raw_token(
+                session, mechanism, exchange, token)
         return m.SaslHandshakeResponse(error_code=ErrorCode.none, mechanisms=offered)
+
+    def _raw_token(self, session: Session, name: str, exchange: Any,
+                   token: bytes) -> bytes | Awaitable[bytes]:
+        """One client token after SaslHandshake v0 (KIP-43's raw framing): the
+        mechanism's answer, sent back size-prefixed by the kernel. A failed login has no
+        error answer in this framing: Kafka closes the connection, after
+        connection.failed.authentication.delay.ms."""
+        try:
+            challenge = exchange.evaluate(token)
+        except (AuthenticationFailed, InvalidCredentials) as e:
+            self._log_failure(session, name, str(e))
+            if self._failed is not None:
+                self._failed.inc()
+            session.raw_sasl_token = None
+            delay_ms = self._settings.connection_failed_authentication_delay_ms
+
+            async def closed() -> bytes:
+                await asyncio.sleep(delay_ms / 1000)
+                raise InvalidRequest(f"SASL {name} authentication failed")
+
+            return closed()
+        if exchange.complete:
+            self._authenticated(session, exchange)
+            session.raw_sasl_token = None
+        return challenge
+
+    def _authenticated(self, session: Session, exchange: Any) -> None:
+        assert exchange.username is not None
+        session.authenticate("User:" + exchange.username)
+        del session.extensions[PLUGIN_NAME]
+        if self._succeeded is not None:
+            self._succeeded.inc()
 
     def authenticate(self, ctx: RequestContext, request: Any) -> Any:
         session = ctx.session
@@ -147,11 +182,7 @@ class AuthSaslPlugin:
                        f"credentials with SASL mechanism {name}")
             return self._failure(ctx, m, name, str(e), message)
         if exchange.complete:
-            assert exchange.username is not None
-            session.authenticate("User:" + exchange.username)
-            del session.extensions[PLUGIN_NAME]
-            if self._succeeded is not None:
-                self._succeeded.inc()
+            self._authenticated(session, exchange)
         return make(m.SaslAuthenticateResponse, error_code=ErrorCode.none,
                     error_message=None, auth_bytes=challenge,
                     session_lifetime=datetime.timedelta(0))

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import hmac
 import shutil
+import struct
 import subprocess
 import time
 import uuid
@@ -37,6 +38,7 @@ from kio.schema.describe_user_scram_credentials.v0.request import (
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kernel.config import ConfigError
@@ -305,6 +307,41 @@ def test_sasl_authenticate_without_a_handshake_or_an_unknown_mechanism_closes(
         assert response.error_code == ErrorCode.unsupported_sasl_mechanism
         assert response.mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
         assert closed_by_broker(s)
+
+
+def _raw_token(sock: Any, token: bytes) -> bytes | None:
+    """A bare size-prefixed SASL token, as a client sends it after SaslHandshake v0;
+    the broker's answer the same way (None: it closed the connection)."""
+    sock.sendall(struct.pack(">i", len(token)) + token)
+    return recv_frame(sock)
+
+
+def test_sasl_handshake_v0_is_followed_by_raw_tokens(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str,
+) -> None:
+    """KIP-43's first framing, which Kafka still serves: after SaslHandshake v0 the
+    tokens travel as bare size-prefixed frames, not SaslAuthenticate requests. A good
+    login then serves requests; a bad one closes the connection, counted and logged,
+    and the broker keeps serving."""
+    b = _sasl_broker(broker_factory, users_file)
+    with connect(b.bootstrap) as s:
+        assert _ask(s, SaslHandshakeV0(mechanism="PLAIN")).error_code == 0
+        assert _raw_token(s, b"\0admin\0admin-secret") == b""
+        assert _ask(s, MetadataRequest(topics=())).brokers
+    failed = _failed_count(b)
+    with connect(b.bootstrap) as s:
+        assert _ask(s, SaslHandshakeV0(mechanism="PLAIN")).error_code == 0
+        assert _raw_token(s, b"\0admin\0wrong") is None
+    assert _failed_count(b) == failed + 1
+    _add_scram_user(b, "SCRAM-SHA-256")
+    with connect(b.bootstrap) as s:
+        assert _ask(s, SaslHandshakeV0(mechanism="SCRAM-SHA-256")).error_code == 0
+        server_first = _raw_token(s, f"n,,n={SCRAM_USER},r=clientnonce".encode())
+        assert server_first is not None and server_first.startswith(b"r=clientnonce")
+    with connect(b.bootstrap) as s:
+        _ask(s, SaslHandshakeRequest(mechanism="PLAIN"))
+        ok = _ask(s, SaslAuthenticateRequest(auth_bytes=b"\0admin\0admin-secret"))
+        assert ok.error_code == 0
 
 
 # -- the SCRAM exchange by hand (RFC 5802's arithmetic, the server's signature) ----------

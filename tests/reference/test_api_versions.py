@@ -37,8 +37,8 @@ FEATURES = known("D1", "supported_features", "finalized_features_epoch",
 GAPS: dict[int, str] = {
     8: "v10 (KIP-848's topic ids in commits) is planned with the KIP-848 consumer groups",
     9: "v10 (KIP-848's topic ids in fetches) is planned with the KIP-848 consumer groups",
-    17: ("served by the auth_sasl plugin (v1; v0 is advertised, as Kafka does, and "
-         "refused), not enabled by default"),
+    17: ("served by the auth_sasl plugin (v0: raw SASL tokens follow; v1: "
+         "SaslAuthenticate), not enabled by default"),
     24: ("the txn plugin; v4-5 (the brokers' verify-only batched form, KIP-890) are not "
          "served"),
     26: ("the txn plugin; v5 (KIP-890's epoch bump at the end of a transaction, "
