@@ -19,12 +19,46 @@ NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """One advertised listener of a broker, as Kafka's RegisterBrokerRecord endpoints."""
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
+    """A registered broker. ``host``/``port``/``listener_name`` are its first endpoint;
+    ``endpoints`` holds every advertised listener (the first one alone when not given),
+    so each client is answered with the listener it came in on."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
     listener_name: str = "PLAINTEXT"
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            object.__setattr__(self, "endpoints", (
+                BrokerEndpoint(self.listener_name, self.host, self.port),))
+
+    @classmethod
+    def of(cls, node_id: int, endpoints: tuple[BrokerEndpoint, ...],
+           rack: str | None = None) -> BrokerRegistration:
+        first = endpoints[0]
+        return cls(node_id, first.host, first.port, rack, first.listener_name, endpoints)
+
+    def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
+        """The endpoint of ``listener_name``, or None: Kafka leaves a broker without the
+        client's listener out of its answers."""
+        for e in self.endpoints:
+            if e.listener_name == listener_name:
+                return e
+        return None
 
 
 @dataclass(frozen=True, slots=True)

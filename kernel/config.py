@@ -316,6 +316,11 @@ class BrokerConfig:
         "inter.broker.listener.name", None,
         "Listener the brokers use between themselves; must name one of listeners.",
     )
+    security_inter_broker_protocol: str = setting(
+        "security.inter.broker.protocol", "PLAINTEXT",
+        "Names the inter-broker listener when inter.broker.listener.name is unset.",
+        check=one_of(*SECURITY_PROTOCOLS),
+    )
     # TLS (ssl.*): every one may be set per listener as listener.name.<name>.ssl.*.
     ssl_keystore_type: str = setting(
         "ssl.keystore.type", "JKS", "Format of the keystore; PEM is the one read (KIP-651).",

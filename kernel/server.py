@@ -20,7 +20,7 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from kernel import handlers
-from kernel.cluster import BrokerRegistration, ClusterImage, MetadataBackend
+from kernel.cluster import BrokerEndpoint, BrokerRegistration, ClusterImage, MetadataBackend
 from kernel.config import (
     BrokerConfig,
     ConfigError,
@@ -36,7 +36,7 @@ from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
-from kernel.network.listener import Endpoint, Listener, check_listener_names, parse_endpoints
+from kernel.network.listener import Listener, check_listener_names, parse_endpoints
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
 from kernel.network.tls import TLS_PROTOCOLS, server_tls
@@ -192,19 +192,26 @@ class Broker:
         host = first.endpoint.host or "127.0.0.1"
         return f"{host}:{first.port}"
 
-    def _advertised_endpoint(self) -> Endpoint:
+    def _advertised_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        """Every endpoint this broker registers: advertised.listeners when set (a port
+        of 0 is the one bound), else each listener at its bound port, as Kafka's
+        effective advertised listeners."""
         if self.advertised:
-            ep = self.advertised[0]
             bound = {lst.endpoint.listener_name: lst.port for lst in self.listeners}
-            port = ep.port or bound.get(ep.listener_name, ep.port)
-            return Endpoint(ep.listener_name, ep.host, port, ep.security_protocol)
-        first = self.listeners[0]
-        host = first.endpoint.host or "127.0.0.1"
-        if host in ("0.0.0.0", "::"):
-            import socket
-            host = socket.getfqdn()
-        return Endpoint(first.endpoint.listener_name, host, first.port,
-                        first.endpoint.security_protocol)
+            return tuple(
+                BrokerEndpoint(ep.listener_name, ep.host,
+                               ep.port or bound.get(ep.listener_name, ep.port),
+                               ep.security_protocol)
+                for ep in self.advertised)
+        endpoints = []
+        for lst in self.listeners:
+            host = lst.endpoint.host or "127.0.0.1"
+            if host in ("0.0.0.0", "::"):
+                import socket
+                host = socket.getfqdn()
+            endpoints.append(BrokerEndpoint(lst.endpoint.listener_name, host, lst.port,
+                                            lst.endpoint.security_protocol))
+        return tuple(endpoints)
 
     async def start(self) -> None:
         """Start everything, or fail with a :class:`StartupError` (a config problem
@@ -243,10 +250,8 @@ class Broker:
         cfg = self.config
         self._starting = True
         await self._acquire_resources()
-        ep = self._advertised_endpoint()
-        self.registration = BrokerRegistration(
-            cfg.broker_id, ep.host, ep.port, cfg.broker_rack, ep.listener_name
-        )
+        self.registration = BrokerRegistration.of(
+            cfg.broker_id, self._advertised_endpoints(), cfg.broker_rack)
         backend = self.plugins.metadata_backend(self)
         if backend is None:
             raise ConfigError(

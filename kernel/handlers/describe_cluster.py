@@ -47,10 +47,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         operations = _authorized_operations(ctx)
     # Kafkernel brokers are never fenced while registered, so include_fenced_brokers
     # (v2) changes nothing and is_fenced is always false.
+    # The endpoints of the client's listener; a broker without one is left out (Kafka's
+    # getAliveBrokerNodes(listenerName)).
+    listener = ctx.session.listener_name
     brokers = tuple(
-        make(m.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port,
+        make(m.DescribeClusterBroker, broker_id=b.node_id, host=e.host, port=e.port,
              rack=b.rack, is_fenced=False)
-        for b in image.brokers.values()
+        for b in image.brokers.values() if (e := b.endpoint(listener)) is not None
     )
     return make(
         m.DescribeClusterResponse,

@@ -79,9 +79,12 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> _Found:
     image = services.metadata.image
     state = image.partition(topic, partition)
     leader = image.brokers.get(state.leader) if state is not None else None
-    if leader is None:
+    # The coordinator's endpoint on the client's listener; none there is no coordinator
+    # to this client (Kafka's getAliveBrokerNode(leader, listenerName)).
+    endpoint = leader.endpoint(ctx.session.listener_name) if leader is not None else None
+    if leader is None or endpoint is None:
         return _error(ErrorCode.coordinator_not_available)
-    return ErrorCode.none, None, leader.node_id, leader.host, leader.port
+    return ErrorCode.none, None, leader.node_id, endpoint.host, endpoint.port
 
 
 def _error(error: ErrorCode, message: str | None = None) -> _Found:

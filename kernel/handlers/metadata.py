@@ -109,7 +109,7 @@ def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: lis
     authorize = ctx.authorize
 
     def topic_entry(t: TopicImage) -> Any:
-        entry = _topic(m, t, ErrorCode.none)
+        entry = _topic(m, t, ErrorCode.none, image, ctx.session.listener_name)
         if getattr(request, "include_topic_authorized_operations", False):
             entry = dataclasses.replace(
                 entry, topic_authorized_operations=authorized_operations(ctx, "TOPIC", t.name))
@@ -130,9 +130,13 @@ def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: lis
             entries.append(_error_topic(m, name, ErrorCode.invalid_topic_exception))
         else:
             entries.append(_error_topic(m, name, ErrorCode.unknown_topic_or_partition))
+    # Each client sees the brokers' endpoints of the listener it came in on, and no
+    # broker without one, as Kafka's getAliveBrokerNodes(listenerName).
+    listener = ctx.session.listener_name
     brokers = tuple(
-        make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in image.brokers.values()
+        make(m.MetadataResponseBroker, node_id=b.node_id, host=e.host, port=e.port,
+             rack=b.rack)
+        for b in image.brokers.values() if (e := b.endpoint(listener)) is not None
     )
     return make(
         m.MetadataResponse,
@@ -146,13 +150,27 @@ def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: lis
     )
 
 
-def partition_fields(p: PartitionState) -> dict[str, Any]:
+def partition_fields(p: PartitionState, image: ClusterImage | None = None,
+                     listener_name: str | None = None,
+                     error_unavailable_listeners: bool = True) -> dict[str, Any]:
     """A partition's leadership and replicas as Metadata and DescribeTopicPartitions
-    answer them."""
+    answer them. Given the client's listener, a leader without an endpoint on it is no
+    leader to that client, as Kafka's KRaftMetadataCache: LISTENER_NOT_FOUND, or
+    LEADER_NOT_AVAILABLE to Metadata v0-5."""
+    error = ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available
+    leader = p.leader
+    if image is not None and listener_name is not None and leader != NO_LEADER:
+        broker = image.brokers.get(leader)
+        if broker is None:
+            error, leader = ErrorCode.leader_not_available, NO_LEADER
+        elif broker.endpoint(listener_name) is None:
+            error = (ErrorCode.listener_not_found if error_unavailable_listeners
+                     else ErrorCode.leader_not_available)
+            leader = NO_LEADER
     return {
-        "error_code": ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
+        "error_code": error,
         "partition_index": p.partition,
-        "leader_id": p.leader,
+        "leader_id": leader,
         "leader_epoch": p.leader_epoch,
         "replica_nodes": p.replicas,
         "isr_nodes": p.isr,
@@ -160,9 +178,12 @@ def partition_fields(p: PartitionState) -> dict[str, Any]:
     }
 
 
-def _topic(m: Any, topic: TopicImage, error: ErrorCode) -> Any:
+def _topic(m: Any, topic: TopicImage, error: ErrorCode, image: ClusterImage,
+           listener_name: str) -> Any:
+    # Kafka answers a missing listener with LISTENER_NOT_FOUND from Metadata v6.
+    v6 = m.MetadataResponse.__version__ >= 6
     partitions = tuple(
-        make(m.MetadataResponsePartition, **partition_fields(p))
+        make(m.MetadataResponsePartition, **partition_fields(p, image, listener_name, v6))
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
     )
     return make(

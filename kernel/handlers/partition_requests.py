@@ -89,6 +89,7 @@ class LeaderHints:
 
     def __init__(self, ctx: RequestContext, response_module: Any) -> None:
         self._image = ctx.services.metadata.image
+        self._listener = ctx.session.listener_name
         self._m = response_module
         self._endpoints: dict[int, Any] = {}
 
@@ -101,9 +102,12 @@ class LeaderHints:
         if state is None:
             return {}
         broker = self._image.brokers.get(state.leader)
-        if broker is not None and hasattr(m, "NodeEndpoint"):
+        # The leader's endpoint on the client's listener, as Kafka's produce/fetch hints.
+        endpoint = broker.endpoint(self._listener) if broker is not None else None
+        if broker is not None and endpoint is not None and hasattr(m, "NodeEndpoint"):
             self._endpoints[broker.node_id] = m.NodeEndpoint(
-                node_id=broker.node_id, host=broker.host, port=broker.port, rack=broker.rack)
+                node_id=broker.node_id, host=endpoint.host, port=endpoint.port,
+                rack=broker.rack)
         return {"current_leader": m.LeaderIdAndEpoch(leader_id=state.leader,
                                                       leader_epoch=state.leader_epoch)}
 

@@ -78,14 +78,20 @@ def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
         if any(e.host == "0.0.0.0" for e in advertised):
             raise ConfigError("advertised.listeners: cannot use the nonroutable "
                               "meta-address 0.0.0.0; use a routable IP address")
+    # Unset, it is the listener named for security.inter.broker.protocol (PLAINTEXT by
+    # default), and Kafka refuses to start when no listener has that name either.
     inter = cfg.inter_broker_listener_name
-    if inter is not None:
-        offered = {e.listener_name for e in advertised} if advertised else names
-        if inter.upper() not in offered:
-            raise ConfigError(
-                f"inter.broker.listener.name: {inter} must be a listener name defined in "
-                f"{'advertised.listeners' if advertised else 'listeners'} "
-                f"({', '.join(sorted(offered))})")
+    defaulted = inter is None
+    if inter is None:
+        inter = cfg.security_inter_broker_protocol
+    offered = {e.listener_name for e in advertised} if advertised else names
+    if inter.upper() not in offered:
+        unset = (f"unset, so security.inter.broker.protocol's {inter}, which "
+                 if defaulted else f"{inter} ")
+        raise ConfigError(
+            f"inter.broker.listener.name: {unset}must be a listener name defined in "
+            f"{'advertised.listeners' if advertised else 'listeners'} "
+            f"({', '.join(sorted(offered))})")
     for name, overrides in cfg.listener_overrides.items():
         if name not in names:
             key = f"listener.name.{name.lower()}.{next(iter(overrides))}"

@@ -39,6 +39,7 @@ from .log import MetadataLog
 from .placement import assign_replicas
 from .properties import ensure_meta_properties
 from .records import (
+    BrokerEndpointRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
@@ -48,6 +49,7 @@ from .records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
+    SecurityProtocol,
     TopicRecord,
     UserScramCredentialRecord,
 )
@@ -238,9 +240,10 @@ class KRaftMetadataBackend:
                 broker_id=registration.node_id,
                 incarnation_id=incarnation_id or uuid.uuid4(),
                 broker_epoch=epoch,
-                listener_name=registration.listener_name,
-                host=registration.host,
-                port=registration.port,
+                end_points=tuple(
+                    BrokerEndpointRecord(e.listener_name, e.host, e.port,
+                                         SecurityProtocol[e.security_protocol])
+                    for e in registration.endpoints),
                 rack=registration.rack,
             )])
             return epoch

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kernel.cluster import (
+    BrokerEndpoint,
     BrokerRegistration,
     ClusterImage,
     PartitionState,
@@ -158,9 +159,14 @@ class MetadataDelta:
     def _replay_register_broker(self, record: RegisterBrokerRecord) -> None:
         if self._brokers is None:
             self._brokers = dict(self._base.brokers)
-        self._brokers[record.broker_id] = BrokerRegistration(
-            node_id=record.broker_id, host=record.host, port=record.port, rack=record.rack,
-            listener_name=record.listener_name,
+        if not record.end_points:
+            raise MetadataLogError(f"RegisterBrokerRecord of broker {record.broker_id} "
+                                   "has no endpoints")
+        self._brokers[record.broker_id] = BrokerRegistration.of(
+            record.broker_id,
+            tuple(BrokerEndpoint(e.name, e.host, e.port, e.security_protocol.name)
+                  for e in record.end_points),
+            record.rack,
         )
 
     def _replay_topic(self, record: TopicRecord) -> None:

@@ -69,20 +69,59 @@ class ConfigResourceType(enum.IntEnum):
     BROKER = 4
 
 
+class SecurityProtocol(enum.IntEnum):
+    """Kafka's SecurityProtocol ids, as RegisterBrokerRecord's endpoints store them."""
+
+    PLAINTEXT = 0
+    SSL = 1
+    SASL_PLAINTEXT = 2
+    SASL_SSL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpointRecord:
+    """One entry of RegisterBrokerRecord's EndPoints (Name, Host, Port, SecurityProtocol)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: SecurityProtocol
+
+
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
+    """Version 1 holds every advertised endpoint, as KRaft's record; version 0 held one
+    (listener_name, host, port) and is read as an endpoints array of that one."""
+
     API_KEY: ClassVar[int] = 0
-    VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 1
 
     broker_id: int
     # A new incarnation per process start; the broker epoch is the offset of this
     # record, as KRaft assigns it.
     incarnation_id: uuid.UUID
     broker_epoch: int
-    listener_name: str
-    host: str
-    port: int
+    end_points: tuple[BrokerEndpointRecord, ...]
     rack: str | None = None
+
+
+def _register_broker_v0(data: dict[str, Any]) -> dict[str, Any]:
+    # v0 did not store the security protocol: the listener's name when it is one (the
+    # broker's next registration states it anyway).
+    name = data.pop("listener_name", None)
+    host = data.pop("host", None)
+    port = data.pop("port", None)
+    protocol = (SecurityProtocol[name] if name in SecurityProtocol.__members__
+                else SecurityProtocol.PLAINTEXT)
+    data["end_points"] = [{"name": name, "host": host, "port": port,
+                           "security_protocol": protocol.value}]
+    return data
+
+
+# (api key, version) -> rewrites an older body into the current version's fields.
+UPGRADES: Mapping[tuple[int, int], Any] = MappingProxyType({
+    (RegisterBrokerRecord.API_KEY, 0): _register_broker_v0,
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,9 +256,12 @@ def _encode_value(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, tuple):
-        return list(value)
+        return [_encode_value(v) for v in value]
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode_value(getattr(value, f.name))
+                for f in dataclasses.fields(value)}
     return value
 
 
@@ -235,6 +277,10 @@ def _decode_value(tp: Any, value: Any) -> Any:
         tp = next(a for a in typing.get_args(tp) if a is not type(None))
     if tp is uuid.UUID:
         return uuid.UUID(value)
+    if typing.get_origin(tp) is tuple and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {value!r}")
+        return tuple(_decode_struct(typing.get_args(tp)[0], v) for v in value)
     if typing.get_origin(tp) is tuple:
         if not isinstance(value, list) or not all(type(x) is int for x in value):
             raise TypeError(f"expected a list of integers, got {value!r}")
@@ -250,6 +296,16 @@ def _decode_value(tp: Any, value: Any) -> Any:
     return value
 
 
+def _decode_struct(cls: Any, value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {value!r}")
+    hints = typing.get_type_hints(cls)
+    unknown = set(value) - set(hints)
+    if unknown:
+        raise TypeError(f"unknown fields {sorted(unknown)}")
+    return cls(**{k: _decode_value(hints[k], v) for k, v in value.items()})
+
+
 def decode_body(api_key: int, version: int, body: bytes | memoryview) -> MetadataRecord:
     cls = RECORD_TYPES.get(api_key)
     if cls is None:
@@ -263,6 +319,9 @@ def decode_body(api_key: int, version: int, body: bytes | memoryview) -> Metadat
         data = json.loads(bytes(body))
         if not isinstance(data, dict):
             raise TypeError("body is not a JSON object")
+        upgrade = UPGRADES.get((api_key, version))
+        if upgrade is not None:
+            data = upgrade(data)
         hints = FIELD_TYPES[api_key]
         unknown = set(data) - set(hints)
         if unknown:

@@ -69,6 +69,7 @@ def _sasl_broker(broker_factory: Callable[..., EmbeddedBroker], users_file: str,
                  listener: str = "SASL_PLAINTEXT", delay_ms: int = 0,
                  **settings: Any) -> EmbeddedBroker:
     settings["listeners"] = [f"{listener}://127.0.0.1:0"]
+    settings.setdefault("inter.broker.listener.name", listener)
     return broker_factory(settings, plugins=PLUGINS, plugin_settings={"auth_sasl": {
         "plain.users.file": users_file,
         "connection.failed.authentication.delay.ms": delay_ms,

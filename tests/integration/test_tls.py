@@ -44,7 +44,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 def _tls(pki: Pki, **extra: Any) -> dict[str, Any]:
     settings: dict[str, Any] = {
-        "listeners": ["SSL://127.0.0.1:0"],
+        "listeners": ["SSL://127.0.0.1:0"], "security.inter.broker.protocol": "SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server"),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca"),
     }
@@ -279,6 +279,7 @@ def test_sasl_ssl_authenticates_through_sasl_after_the_handshake(
 ) -> None:
     settings = _tls(pki, ssl_client_auth="requested")
     settings["listeners"] = ["SASL_SSL://127.0.0.1:0"]
+    settings["inter.broker.listener.name"] = "SASL_SSL"
     b = broker_factory(settings, plugins=["metadata_kraft", SecretGate.NAME])
     assert b.broker is not None
     gate = b.broker.plugins.pm.get_plugin(SecretGate.NAME)
@@ -401,6 +402,10 @@ BAD_SETTINGS = [
     ("advertised listener", lambda p: _keystore(p, "server")
      + '\n"advertised.listeners" = ["SSL://localhost:9093", "SASL_SSL://localhost:9094"]',
      "advertised.listeners", "SASL_SSL is not one of PLAINTEXT, SSL"),
+    ("inter broker listener unset", lambda p: _keystore(p, "server")
+     + '\n"advertised.listeners" = ["SSL://localhost:9093"]', "inter.broker.listener.name",
+     "unset, so security.inter.broker.protocol's PLAINTEXT, which must be a listener name "
+     "defined in advertised.listeners (SSL)"),
     ("inter broker listener not advertised", lambda p: _keystore(p, "server")
      + '\n"advertised.listeners" = ["SSL://localhost:9093"]'
      + '\n"inter.broker.listener.name" = "plaintext"', "inter.broker.listener.name",

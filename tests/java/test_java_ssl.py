@@ -19,7 +19,7 @@ def test_java_console_producer_and_consumer_over_ssl_with_a_client_certificate(
 ) -> None:
     pki = make_pki(tmp_path / "pki")
     b = broker_factory({
-        "listeners": ["SSL://127.0.0.1:0"],
+        "listeners": ["SSL://127.0.0.1:0"], "security.inter.broker.protocol": "SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server"),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca"),
         "ssl.client.auth": "required",

@@ -19,7 +19,8 @@ def test_kafka_configs_creates_scram_users(
 ) -> None:
     users = tmp_path / "users"
     users.write_text("admin:admin-secret\n")
-    b = broker_factory({"listeners": ["SASL_PLAINTEXT://127.0.0.1:0"]},
+    b = broker_factory({"listeners": ["SASL_PLAINTEXT://127.0.0.1:0"],
+                        "inter.broker.listener.name": "SASL_PLAINTEXT"},
                        plugins=["metadata_kraft", "coordinator", "txn", "auth_sasl"],
                        plugin_settings={"auth_sasl": {"plain.users.file": str(users)}})
     admin = tmp_path / "admin.properties"

@@ -16,6 +16,7 @@ import structlog
 import structlog.testing
 
 from kernel.cluster import (
+    BrokerEndpoint,
     BrokerRegistration,
     ClusterImage,
     MetadataBackend,
@@ -32,6 +33,8 @@ from plugins.metadata_kraft.placement import assign_replicas
 from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
 from plugins.metadata_kraft.records import (
     BATCH_HEADER,
+    RECORD_HEADER,
+    BrokerEndpointRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataLogError,
@@ -42,6 +45,7 @@ from plugins.metadata_kraft.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
+    SecurityProtocol,
     TopicRecord,
     UserScramCredentialRecord,
     decode_batch,
@@ -339,7 +343,10 @@ def test_intact_batch_of_unknown_record_type_stops_startup(tmp_path: Path) -> No
 def test_records_round_trip_through_a_batch() -> None:
     topic_id = uuid.uuid4()
     records: list[MetadataRecord] = [
-        RegisterBrokerRecord(1, uuid.uuid4(), 0, "PLAINTEXT", "localhost", 9092, "r1"),
+        RegisterBrokerRecord(1, uuid.uuid4(), 0, (
+            BrokerEndpointRecord("PLAINTEXT", "localhost", 9092, SecurityProtocol.PLAINTEXT),
+            BrokerEndpointRecord("EXTERNAL", "kafka.example", 9093, SecurityProtocol.SSL),
+        ), "r1"),
         TopicRecord("t", topic_id),
         PartitionRecord(topic_id, 0, (1, 2), (1,), 1, 3, 4),
         ConfigRecord(ConfigResourceType.TOPIC, "t", "retention.ms", "5"),
@@ -351,6 +358,48 @@ def test_records_round_trip_through_a_batch() -> None:
     ]
     data = encode_batch(42, records)
     assert decode_batch(data, 0) == (42, records, len(data))
+
+
+def test_register_broker_record_v0_with_one_endpoint_still_loads() -> None:
+    # A log written before RegisterBrokerRecord held every endpoint: version 0 with one
+    # listener_name/host/port.
+    incarnation = uuid.uuid4()
+    body = (b'{"broker_id":1,"incarnation_id":"%s","broker_epoch":0,'
+            b'"listener_name":"SSL","host":"localhost","port":9093,"rack":null}'
+            % str(incarnation).encode())
+    payload = (b"\x00\x00\x00\x01" + RECORD_HEADER.pack(RegisterBrokerRecord.API_KEY, 0,
+                                                          len(body)) + body)
+    data = BATCH_HEADER.pack(7, 4 + len(payload), crc32c.crc32c(payload)) + payload
+    _, records, _ = decode_batch(data, 0)
+    assert records == [RegisterBrokerRecord(1, incarnation, 0, (
+        BrokerEndpointRecord("SSL", "localhost", 9093, SecurityProtocol.SSL),), None)]
+
+
+def test_every_advertised_endpoint_is_registered_and_replayed(tmp_path: Path) -> None:
+    endpoints = (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092),
+                 BrokerEndpoint("SSL", "broker.example", 9093, "SSL"))
+
+    async def main() -> None:
+        b = KRaftMetadataBackend(tmp_path, [tmp_path], 1,
+                                 BrokerRegistration.of(1, endpoints, "r1"),
+                                 rng=random.Random(7))
+        await b.start()
+        try:
+            assert b.image.brokers[1].endpoints == endpoints
+        finally:
+            await b.stop()
+
+    asyncio.run(main())
+    # The log holds them all, in the record's endpoints array.
+    _, records, _ = decode_batch(log_file(tmp_path).read_bytes(), 0)
+    register = next(r for r in records if isinstance(r, RegisterBrokerRecord))
+    assert register.end_points == (
+        BrokerEndpointRecord("PLAINTEXT", "127.0.0.1", 9092, SecurityProtocol.PLAINTEXT),
+        BrokerEndpointRecord("SSL", "broker.example", 9093, SecurityProtocol.SSL))
+    broker = BrokerRegistration.of(1, endpoints, "r1")
+    assert broker.endpoint("SSL") == endpoints[1]
+    assert broker.endpoint("SASL_SSL") is None
+    assert (broker.host, broker.port, broker.listener_name) == ("127.0.0.1", 9092, "PLAINTEXT")
 
 
 # ---------------------------------------------------------------------------
