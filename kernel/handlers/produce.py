@@ -129,7 +129,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 result.error = ErrorCode.invalid_topic_exception
                 continue
             accepted.append((result, name, data))
-    if transactional_id is not None and refused == ErrorCode.none:
+    if transactional_id is not None and refused == ErrorCode.none and \
+            services.config.transaction_partition_verification_enable:
         verifying = _first_transactional_batches(ctx, accepted)
         if verifying:
             verifier = services.coordinators.transaction_verifier()

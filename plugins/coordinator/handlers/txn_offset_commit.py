@@ -106,7 +106,7 @@ async def _verify(service: GroupCoordinatorService, ctx: RequestContext,
     transaction (AddOffsetsToTxn), else a late commit could open a transaction nobody
     ends."""
     verifier = ctx.services.coordinators.transaction_verifier()
-    if verifier is None:
+    if verifier is None or not ctx.services.config.transaction_partition_verification_enable:
         return
     tp = (OFFSETS_TOPIC, service.partition_of(request.group_id))
     answer = await verifier(request.transactional_id, request.producer_id,
