@@ -492,6 +492,13 @@ class BrokerConfig:
         "partition forgets an idempotent producer's sequence numbers.",
         check=int_at_least(1), dynamic=True,
     )
+    transaction_partition_verification_enable: bool = setting(
+        "transaction.partition.verification.enable", True,
+        "Ask the transaction coordinator before a producer's first transactional write "
+        "to a partition (or its TxnOffsetCommit) whether the partition is in its "
+        "transaction (KIP-890), so a late write cannot open a hanging transaction.",
+        dynamic=True,
+    )
     min_insync_replicas: int = setting(
         "min.insync.replicas", 1, "ISR size below which acks=all produce fails.",
         check=int_at_least(1), dynamic=True,

@@ -143,6 +143,19 @@ applies it (Kafka's ``GroupCoordinator.completeTransaction``); resolves once com
 else raises ``KafkaError`` (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...)."""
 
 
+class TransactionVerifier(Protocol):
+    """The transaction coordinator's check that partitions are in a producer's ongoing
+    transaction before its first transactional write there (KIP-890 part 1, Kafka's
+    ``handleVerifyPartitionsInTransaction``): NONE, TRANSACTION_ABORTABLE (not added), or
+    one error for all (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+    CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...). With ``add`` the partitions are added
+    instead, as for Produce v12+ (KIP-890 part 2's implicit AddPartitionsToTxn)."""
+
+    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                 partitions: Sequence[tuple[str, int]], *,
+                 add: bool = False) -> Awaitable[dict[tuple[str, int], ErrorCode]]: ...
+
+
 class CoordinatorLookup(Protocol):
     """The coordinators plugins registered, by FindCoordinator key type
     (a ``coordination.registry.Coordinators``)."""
@@ -158,6 +171,10 @@ class CoordinatorLookup(Protocol):
 
     def internal_topics(self) -> Iterable[str]:
         """The internal topics of the registered coordinators."""
+        ...
+
+    def transaction_verifier(self) -> TransactionVerifier | None:
+        """The transaction coordinator's verification, when one is registered."""
         ...
 
 

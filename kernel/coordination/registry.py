@@ -10,7 +10,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kernel.services import TransactionCompleter
+from kernel.services import TransactionCompleter, TransactionVerifier
 
 __all__ = ["CoordinatorPartition", "CoordinatorRegistry", "CoordinatorType", "Coordinators",
            "RegistrationError"]
@@ -40,6 +40,7 @@ class _Coordinator:
     partition_of: CoordinatorPartition
     topic: str | None
     complete_transaction: TransactionCompleter | None
+    verify_transaction: TransactionVerifier | None = None
 
 
 class Coordinators:
@@ -54,7 +55,8 @@ class Coordinators:
 
     def add(self, key_type: CoordinatorType, owner: str,
             partition_of: CoordinatorPartition, *, topic: str | None = None,
-            complete_transaction: TransactionCompleter | None = None) -> None:
+            complete_transaction: TransactionCompleter | None = None,
+            verify_transaction: TransactionVerifier | None = None) -> None:
         existing = self._coordinators.get(key_type)
         if existing is not None:
             raise RegistrationError(
@@ -62,7 +64,7 @@ class Coordinators:
                 f"{existing.owner!r} and plugin {owner!r}; enable only one of them"
             )
         self._coordinators[key_type] = _Coordinator(owner, partition_of, topic,
-                                                    complete_transaction)
+                                                    complete_transaction, verify_transaction)
 
     def get(self, key_type: int) -> CoordinatorPartition | None:
         found = self._coordinators.get(key_type)
@@ -74,6 +76,12 @@ class Coordinators:
             if coordinator.topic == topic:
                 return coordinator.complete_transaction
         return None
+
+    def transaction_verifier(self) -> TransactionVerifier | None:
+        """The transaction coordinator's KIP-890 verification (Produce and
+        TxnOffsetCommit ask it), when one is registered."""
+        found = self._coordinators.get(CoordinatorType.TRANSACTION)
+        return None if found is None else found.verify_transaction
 
     def internal_topics(self) -> list[str]:
         return [c.topic for c in self._coordinators.values() if c.topic is not None]
@@ -93,9 +101,13 @@ class CoordinatorRegistry:
 
     def register(self, key_type: CoordinatorType, partition_of: CoordinatorPartition, *,
                  topic: str | None = None,
-                 complete_transaction: TransactionCompleter | None = None) -> None:
+                 complete_transaction: TransactionCompleter | None = None,
+                 verify_transaction: TransactionVerifier | None = None) -> None:
         """``topic``: the coordinator's internal topic. ``complete_transaction``: how a
         transaction marker for that topic is written (through the coordinator's runtime,
-        which applies it to its shard); without it markers are appended directly."""
+        which applies it to its shard); without it markers are appended directly.
+        ``verify_transaction``: the transaction coordinator's answer to whether
+        partitions are in a producer's transaction (KIP-890 part 1)."""
         self._coordinators.add(key_type, self.owner, partition_of, topic=topic,
-                               complete_transaction=complete_transaction)
+                               complete_transaction=complete_transaction,
+                               verify_transaction=verify_transaction)

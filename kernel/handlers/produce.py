@@ -9,6 +9,7 @@ have it) or the request's timeout passes.
 from __future__ import annotations
 
 import datetime
+import inspect
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,10 +23,16 @@ from kernel.log.validator import RecordValidationError
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
 from kernel.protocol.errors import KafkaError
-from kernel.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG
+from kernel.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG,
+    read_batch_header,
+)
 from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
 from kernel.requests import RequestContext
+from kernel.services import TransactionVerifier
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -84,8 +91,6 @@ class PartitionResult:
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     acks = request.acks
-    image = services.metadata.image
-    replicas = services.replicas
     access = TopicAccess(ctx, "WRITE")
     now_ms = int(time.time() * 1000)
     results: list[PartitionResult] = []
@@ -97,6 +102,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             transactional_id is None
             or not ctx.authorize(ctx.session, "WRITE", "TRANSACTIONAL_ID", transactional_id)):
         refused = ErrorCode.transactional_id_authorization_failed
+    accepted: list[tuple[PartitionResult, str, Any]] = []
     for topic_data in request.topic_data:
         name = access.name(topic_data, "name")
         topic_id = getattr(topic_data, "topic_id", None)
@@ -122,32 +128,143 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 # undecodable record stops the coordinator loading its partition.)
                 result.error = ErrorCode.invalid_topic_exception
                 continue
-            try:
-                partition = replicas.leader_partition(name, data.index, image)
-                if data.records is None:
-                    raise KafkaError(ErrorCode.invalid_record, "null records")
-                info = replicas.append_records(partition, data.records, acks, now_ms)
-            except KafkaError as e:
-                result.error = e.error_code
-                result.message = e.message
-                if isinstance(e, RecordValidationError):
-                    result.record_errors = e.record_errors
-                    # Kafka reports it with record errors (processFailedRecord).
-                    result.log_start_offset = partition.log.log_start_offset
-                elif e.error_code in _PRODUCER_STATE_ERRORS:
-                    result.log_start_offset = partition.log.log_start_offset
-                if e.error_code in _REFUSED_INPUT and services.refused_input_notices.due(
-                        ctx.session.peer.rsplit(":", 1)[0]):
-                    services.log.warning("produce refused", topic=name, partition=data.index,
-                                         error=e.error_code.name, reason=e.message,
-                                         client=ctx.session.peer)
-                continue
-            services.metrics.records_in(name, info.records_count, len(data.records))
-            result.base_offset = info.first_offset
-            result.log_append_time = info.log_append_time
-            result.log_start_offset = info.log_start_offset
-            result.required_offset = info.last_offset + 1
-            result.partition = partition
+            accepted.append((result, name, data))
+    if transactional_id is not None and refused == ErrorCode.none and \
+            services.config.transaction_partition_verification_enable:
+        verifying = _first_transactional_batches(ctx, accepted)
+        if verifying:
+            verifier = services.coordinators.transaction_verifier()
+            if verifier is not None:
+                return _verify_then_append(ctx, request, transactional_id, verifier,
+                                           results, accepted, verifying, now_ms)
+    for result, name, data in accepted:
+        _append(ctx, result, name, data, acks, now_ms)
+    return _finish(ctx, request, results)
+
+
+@dataclass(slots=True)
+class _Verifying:
+    """A transactional batch that would open its producer's transaction in a partition."""
+
+    partition: Partition
+    producer_id: int
+    producer_epoch: int
+
+
+def _first_transactional_batches(ctx: RequestContext, accepted: list[
+        tuple[PartitionResult, str, Any]]) -> dict[int, _Verifying]:
+    """By index in ``accepted``: the partitions where the producer has no open
+    transaction yet, which the transaction coordinator must confirm were added (KIP-890
+    part 1). A batch of an already open transaction costs a header read and a lookup."""
+    verifying: dict[int, _Verifying] = {}
+    image = ctx.services.metadata.image
+    for i, (_result, name, data) in enumerate(accepted):
+        records = data.records
+        if records is None or len(records) < RECORD_BATCH_OVERHEAD or \
+                not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+            continue
+        try:
+            partition = ctx.services.replicas.leader_partition(name, data.index, image)
+        except KafkaError:
+            continue  # answered by the append
+        header = read_batch_header(records)
+        if partition.log.producer_state.needs_verification(header.producer_id,
+                                                           header.producer_epoch):
+            verifying[i] = _Verifying(partition, header.producer_id, header.producer_epoch)
+    return verifying
+
+
+# Verification answers older clients may not retry: Kafka turns them into
+# NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh.
+_VERIFICATION_RETRIABLE = frozenset({
+    ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+    ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator})
+
+
+def _verification_error(error: ErrorCode, api_version: int) -> tuple[ErrorCode, str | None]:
+    """What the producer hears (Kafka's AddPartitionsToTxnManager and ReplicaManager)."""
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch, None
+    if error == ErrorCode.transaction_abortable and api_version <= 10:
+        error = ErrorCode.invalid_txn_state  # clients before KIP-890 part 2
+    if error == ErrorCode.invalid_txn_state:
+        return error, "Partition was not added to the transaction"
+    if error in _VERIFICATION_RETRIABLE:
+        return ErrorCode.not_enough_replicas, (
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {error.name.upper()}")
+    return error, None
+
+
+async def _verify_then_append(ctx: RequestContext, request: Any, transactional_id: str,
+                              verifier: TransactionVerifier, results: list[PartitionResult],
+                              accepted: list[tuple[PartitionResult, str, Any]],
+                              verifying: dict[int, _Verifying], now_ms: int) -> Any:
+    # Taken before asking: a marker written meanwhile drops it (Kafka's VerificationGuard).
+    guards = {i: v.partition.log.producer_state.start_verification(v.producer_id)
+              for i, v in verifying.items()}
+    first = next(iter(verifying.values()))
+    tps = [(accepted[i][1], accepted[i][2].index) for i in verifying]
+    # Produce v12+ is KIP-890 part 2's: the broker adds the partition itself (Kafka's
+    # addPartition operation); before, it only verifies.
+    answers = await verifier(transactional_id, first.producer_id, first.producer_epoch, tps,
+                             add=ctx.api_version >= 12)
+    for (i, v), tp in zip(verifying.items(), tps, strict=True):
+        result = accepted[i][0]
+        error = answers.get(tp, ErrorCode.unknown_server_error)
+        if error != ErrorCode.none:
+            result.error, result.message = _verification_error(error, ctx.api_version)
+            continue
+        state = v.partition.log.producer_state
+        if state.needs_verification(v.producer_id, v.producer_epoch) and \
+                not state.is_verified(v.producer_id, guards[i]):
+            # The transaction ended while it was verified: appending would open a new
+            # one nobody ends (Kafka's check in UnifiedLog).
+            result.error = ErrorCode.invalid_txn_state
+            result.message = "Record was not part of an ongoing transaction"
+    for result, name, data in accepted:
+        if result.error == ErrorCode.none:
+            _append(ctx, result, name, data, request.acks, now_ms)
+    answer = _finish(ctx, request, results)
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+def _append(ctx: RequestContext, result: PartitionResult, name: str, data: Any, acks: int,
+            now_ms: int) -> None:
+    services = ctx.services
+    partition: Partition | None = None
+    try:
+        partition = services.replicas.leader_partition(name, data.index,
+                                                       services.metadata.image)
+        if data.records is None:
+            raise KafkaError(ErrorCode.invalid_record, "null records")
+        info = services.replicas.append_records(partition, data.records, acks, now_ms)
+    except KafkaError as e:
+        result.error = e.error_code
+        result.message = e.message
+        if isinstance(e, RecordValidationError) and partition is not None:
+            result.record_errors = e.record_errors
+            # Kafka reports it with record errors (processFailedRecord).
+            result.log_start_offset = partition.log.log_start_offset
+        elif e.error_code in _PRODUCER_STATE_ERRORS and partition is not None:
+            result.log_start_offset = partition.log.log_start_offset
+        if e.error_code in _REFUSED_INPUT and services.refused_input_notices.due(
+                ctx.session.peer.rsplit(":", 1)[0]):
+            services.log.warning("produce refused", topic=name, partition=data.index,
+                                 error=e.error_code.name, reason=e.message,
+                                 client=ctx.session.peer)
+        return
+    services.metrics.records_in(name, info.records_count, len(data.records))
+    result.base_offset = info.first_offset
+    result.log_append_time = info.log_append_time
+    result.log_start_offset = info.log_start_offset
+    result.required_offset = info.last_offset + 1
+    result.partition = partition
+
+
+def _finish(ctx: RequestContext, request: Any, results: list[PartitionResult]) -> Any:
+    acks = request.acks
     if acks == 0:
         failed = [r for r in results if r.error != ErrorCode.none]
         if failed:

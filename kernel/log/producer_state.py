@@ -326,9 +326,33 @@ class ProducerStateManager:
         # Completed transactions whose marker the high watermark has not passed yet,
         # first offset -> marker offset (Kafka's unreplicatedTxns).
         self.unreplicated_txns: dict[int, int] = {}
+        # Producers being verified with the transaction coordinator before their first
+        # transactional batch here (Kafka's VerificationGuard): a marker or the start of
+        # the transaction drops the guard, so a batch verified before an abort but
+        # arriving after its marker is refused instead of opening a hanging transaction.
+        self.verification_guards: dict[int, object] = {}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
+
+    # -- transaction verification (KIP-890 part 1) ----------------------------------
+
+    def needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer would open a transaction
+        here (only then is the coordinator asked: later batches cost one dict lookup)."""
+        entry = self.producers.get(producer_id)
+        return entry is None or entry.producer_epoch != producer_epoch \
+            or entry.current_txn_first_offset < 0
+
+    def start_verification(self, producer_id: int) -> object:
+        guard = self.verification_guards.get(producer_id)
+        if guard is None:
+            guard = self.verification_guards[producer_id] = object()
+        return guard
+
+    def is_verified(self, producer_id: int, guard: object) -> bool:
+        """The guard is still the producer's: no marker came since it was taken."""
+        return self.verification_guards.get(producer_id) is guard
 
     # -- appends ------------------------------------------------------------------
 
@@ -359,6 +383,9 @@ class ProducerStateManager:
                     info = updates[pid] = ProducerAppendInfo(
                         self.topic_partition, pid, producers.get(pid), origin)
                 info.append_marker(header, marker)
+                # Any marker ends the verification (even of a transaction that wrote
+                # nothing here): a batch verified before it must verify again.
+                self.verification_guards.pop(pid, None)
                 continue
             if updates is None:
                 updates = {}
@@ -386,6 +413,8 @@ class ProducerStateManager:
             completed: tuple[CompletedTxn, ...] = ()
             for info in updates.values():
                 info.apply(self.producers)
+                if info.started and self.verification_guards:
+                    self.verification_guards.pop(info.producer_id, None)
                 for first in info.started:
                     self.ongoing_txns[first] = info.producer_id
                 if info.completed:

@@ -47,7 +47,9 @@ class TxnPlugin:
     def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
         registry.register(CoordinatorType.TRANSACTION,
                           lambda transactional_id:
-                          self.coordinator.coordinator_partition(transactional_id))
+                          self.coordinator.coordinator_partition(transactional_id),
+                          verify_transaction=lambda *args, **kwargs: self.coordinator.verify(
+                              *args, **kwargs))
 
     def _bind(self, module: ModuleType) -> Handler:
         handle = module.handle

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -239,6 +239,22 @@ class TransactionCoordinator:
             (self.metrics.commits if commit else self.metrics.aborts).inc()
             self._send_markers(partition, result.markers)
         return result.error
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[tuple[str, int]], *,
+                     add: bool = False) -> dict[tuple[str, int], ErrorCode]:
+        """Kafka's handleVerifyPartitionsInTransaction: a read of the shard, no write;
+        with ``add``, AddPartitionsToTxn as a broker sends it for Produce v12+."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.invalid_request)
+        if add:
+            return dict.fromkeys(partitions, await self.add_partitions(
+                transactional_id, producer_id, producer_epoch, list(partitions)))
+        try:
+            return await self.read(transactional_id, lambda shard: shard.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions))
+        except KafkaError as e:
+            return dict.fromkeys(partitions, e.error_code)
 
     # -- markers -----------------------------------------------------------------------
 

@@ -117,6 +117,21 @@ class TxnShard:
     def transactions(self) -> Iterable[TransactionMetadata]:
         return self._txns.values()
 
+    def verify_partitions(self, transactional_id: str, producer_id: int,
+                          producer_epoch: int, partitions: Iterable[tuple[str, int]],
+                          ) -> dict[tuple[str, int], ErrorCode]:
+        """Kafka's handleVerifyPartitionsInTransaction: NONE for each partition of the
+        ongoing transaction, TRANSACTION_ABORTABLE for the others. Only an Ongoing
+        transaction has partitions (Kafka empties them when it completes)."""
+        txn, error = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if txn is not None and txn.state in PREPARED:
+            error = ErrorCode.concurrent_transactions
+        if error != ErrorCode.none:
+            return dict.fromkeys(partitions, error)
+        ongoing = txn.partitions if txn is not None and txn.state is TxnState.ONGOING else ()
+        return {tp: ErrorCode.none if tp in ongoing else ErrorCode.transaction_abortable
+                for tp in partitions}
+
     # ---------------------------------------------------------------- loading
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int,

@@ -5,7 +5,9 @@ READ_COMMITTED fetches and ListOffsets stop at it and list the aborted transacti
 READ_UNCOMMITTED ones read to the high watermark, a waiting READ_COMMITTED fetch is
 answered when a marker releases it, and confluent-kafka consumers (read_committed is
 librdkafka's default) never see aborted records nor, read_uncommitted, control
-records."""
+records. The producers here have no transaction coordinator behind them, so the broker
+does not verify their batches with it (transaction.partition.verification.enable off;
+test_txn_verification.py covers the verification)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
@@ -44,6 +47,12 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 FETCH_VERSION = 12  # the last by topic name
 BASE_TIMESTAMP = 1_700_000_000_000
 ABORT, COMMIT = ControlRecordType.ABORT, ControlRecordType.COMMIT
+UNVERIFIED = {"transaction.partition.verification.enable": False}
+
+
+@pytest.fixture
+def broker(broker_factory: Any) -> EmbeddedBroker:
+    return broker_factory(UNVERIFIED)  # type: ignore[no-any-return]
 
 
 def fetch_from(broker: EmbeddedBroker, offset: int, isolation_level: int,
@@ -259,13 +268,13 @@ def test_transactional_records_need_a_transactional_id(broker: EmbeddedBroker) -
 
 def test_a_restart_keeps_open_transactions_and_aborted_ones(broker_factory: Any,
                                                             tmp_path: Path) -> None:
-    broker = broker_factory(data_dir=tmp_path)
+    broker = broker_factory(UNVERIFIED, data_dir=tmp_path)
     create_topic(broker.bootstrap, TOPIC)
     produce_batch(broker, 0, 2, producer_id=8, sequence=0, transactional=True)   # 0-1
     assert write_marker(broker, 8, ABORT) == 2
     produce_batch(broker, 3, 2, producer_id=7, sequence=0, transactional=True)   # 3-4, open
     broker.stop()
-    again = broker_factory(data_dir=tmp_path)
+    again = broker_factory(UNVERIFIED, data_dir=tmp_path)
     deadline = time.monotonic() + 20
     answer = fetch_from(again, 0, READ_COMMITTED)
     while answer.error_code != ErrorCode.none and time.monotonic() < deadline:

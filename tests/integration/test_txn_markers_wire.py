@@ -53,8 +53,10 @@ class ClusterActionDenied:
 
 @pytest.fixture
 def broker(broker_factory: Callable[..., EmbeddedBroker]) -> EmbeddedBroker:
-    b = broker_factory(plugin_settings={"coordinator": {
-        "offsets.topic.num.partitions": OFFSETS_PARTITIONS}})
+    # Its producers have no transaction coordinator behind them: not verified.
+    b = broker_factory({"transaction.partition.verification.enable": False},
+                       plugin_settings={"coordinator": {
+                           "offsets.topic.num.partitions": OFFSETS_PARTITIONS}})
     create_topic(b.bootstrap, TOPIC, partitions=2)
     return b
 

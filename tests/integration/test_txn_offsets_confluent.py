@@ -27,9 +27,11 @@ from tests.integration.test_txn_markers_wire import (
 
 @pytest.fixture
 def broker(broker_factory: Callable[..., EmbeddedBroker]) -> EmbeddedBroker:
-    b = broker_factory(plugin_settings={"coordinator": {
-        "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
-        "group.initial.rebalance.delay.ms": 0}})
+    # Its producers have no transaction coordinator behind them: not verified.
+    b = broker_factory({"transaction.partition.verification.enable": False},
+                       plugin_settings={"coordinator": {
+                           "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+                           "group.initial.rebalance.delay.ms": 0}})
     create_topic(b.bootstrap, TOPIC)
     return b
 

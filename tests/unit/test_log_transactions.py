@@ -245,3 +245,30 @@ def test_an_unreadable_marker_is_refused_and_nothing_is_appended(tmp_path: Path)
     assert error_of(log.append_as_leader, bad, leader_epoch=0, now_ms=NOW,
                     origin=AppendOrigin.COORDINATOR) == ErrorCode.corrupt_message
     assert log.log_end_offset == 2 and log.producer_state.ongoing_txns == {0: 1}
+
+
+def test_only_a_batch_that_opens_a_transaction_needs_verification(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    state = log.producer_state
+    assert state.needs_verification(7, 0)
+    append(log, data(7))
+    assert not state.needs_verification(7, 0)  # its transaction is open here
+    assert state.needs_verification(7, 1)  # a new epoch opens a new one
+    marker(log, 7, COMMIT)
+    assert state.needs_verification(7, 0)
+
+
+def test_a_marker_drops_the_verification_guard(tmp_path: Path) -> None:
+    """Kafka's VerificationGuard: a batch verified before its transaction's abort, but
+    appended after the marker, must not open a new transaction."""
+    log = open_log(tmp_path)
+    state = log.producer_state
+    guard = state.start_verification(7)
+    assert state.start_verification(7) is guard  # concurrent requests share it
+    assert state.is_verified(7, guard)
+    # The transaction wrote nothing here, yet its marker still ends the verification.
+    marker(log, 7, ABORT)
+    assert not state.is_verified(7, guard)
+    again = state.start_verification(7)
+    append(log, data(7))
+    assert not state.is_verified(7, again)  # the transaction started: the guard is spent

@@ -26,7 +26,7 @@ from kio.schema.txn_offset_commit.v4.response import TxnOffsetCommitResponse
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.requests import RequestContext
-from plugins.coordinator.service import GroupCoordinatorService
+from plugins.coordinator.service import OFFSETS_TOPIC, GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 
 API_KEY = 28
@@ -81,6 +81,7 @@ async def handle(service: GroupCoordinatorService, ctx: RequestContext, request:
             if not request.group_id:
                 # As Kafka's service, before the group's partition is looked up.
                 raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
+            await _verify(service, ctx, request)
             response: TxnOffsetCommitResponse = await service.write(
                 committing.group_id,
                 lambda shard, _reply_to: shard.commit_transactional_offsets(
@@ -96,6 +97,29 @@ async def handle(service: GroupCoordinatorService, ctx: RequestContext, request:
                 for rp in t.partitions:
                     errors[(t.name, rp.partition_index)] = rp.error_code
     return _respond(ctx, m, request, errors)
+
+
+async def _verify(service: GroupCoordinatorService, ctx: RequestContext,
+                  request: Any) -> None:
+    """KIP-890 part 1, as Kafka's coordinator runtime before a transactional write: the
+    transaction coordinator must have the group's offsets partition in the producer's
+    transaction (AddOffsetsToTxn), else a late commit could open a transaction nobody
+    ends."""
+    verifier = ctx.services.coordinators.transaction_verifier()
+    if verifier is None or not ctx.services.config.transaction_partition_verification_enable:
+        return
+    tp = (OFFSETS_TOPIC, service.partition_of(request.group_id))
+    answer = await verifier(request.transactional_id, request.producer_id,
+                            request.producer_epoch, [tp])
+    error = answer.get(tp, ErrorCode.unknown_server_error)
+    if error == ErrorCode.none:
+        return
+    # Kafka's AddPartitionsToTxnManager: what producers expect.
+    if error == ErrorCode.producer_fenced:
+        error = ErrorCode.invalid_producer_epoch
+    elif error == ErrorCode.transaction_abortable and ctx.api_version < 4:
+        error = ErrorCode.invalid_txn_state
+    raise KafkaError(error, "the offsets partition is not in the transaction")
 
 
 def _respond(ctx: RequestContext, m: Any, request: Any,
