@@ -294,7 +294,7 @@ def test_a_restart_keeps_open_transactions_and_aborted_ones(broker_factory: Any,
 def test_the_last_stable_offset_lag_is_a_partition_metric(broker_factory: Any) -> None:
     """Kafka's LastStableOffsetLag, read at scrape time: what an open transaction holds
     back from READ_COMMITTED readers, back to 0 once its marker is replicated."""
-    b = broker_factory({"metrics.port": 0})
+    b = broker_factory({"metrics.port": 0, **UNVERIFIED})
     assert b.broker is not None and b.broker.metrics_port
     create_topic(b.bootstrap, TOPIC)
     partition = {"topic": TOPIC, "partition": "0"}
