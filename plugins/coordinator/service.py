@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import NewTopic
 from kernel.coordination import (
     CoordinatorError,
     CoordinatorPartitionWriter,
     CoordinatorRuntime,
     TransactionResult,
 )
+from kernel.coordination.internal_topic import create_internal_topic
 from kernel.protocol.errors import KafkaError
 from plugins.coordinator.context import RequestContext
 from plugins.coordinator.metrics import GroupMetrics
@@ -75,32 +75,15 @@ class GroupCoordinatorService:
 
     async def _create_offsets_topic(self) -> None:
         """Kafka creates the topic on the first FindCoordinator; creating it at startup
-        means the first group does not pay for it. The replication factor is capped at
-        the brokers registered now, so a single broker works with Kafka's default of 3;
-        a cluster should start its brokers before the first enables this plugin, or
-        create the topic itself."""
-        metadata = self.broker.metadata
-        image = metadata.image
-        if OFFSETS_TOPIC in image.topics:
-            return
+        means the first group does not pay for it. A cluster should start its brokers
+        before the first enables this plugin (the replication factor is capped at the
+        brokers registered then), or create the topic itself."""
         settings = self.settings
-        replication_factor = min(settings.offsets_topic_replication_factor,
-                                 max(1, len(image.brokers)))
-        try:
-            await metadata.create_topics([NewTopic(
-                OFFSETS_TOPIC, settings.offsets_topic_num_partitions, replication_factor,
-                configs={"cleanup.policy": "compact", "compression.type": "producer",
-                         "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
-                internal=True,
-            )])
-        except KafkaError as e:
-            if e.error_code != ErrorCode.topic_already_exists:
-                # Groups answer COORDINATOR_NOT_AVAILABLE until the topic exists.
-                self.log.error("cannot create the offsets topic", error=e.error_code.name,
-                               detail=e.message)
-                return
-        self.log.info("created the offsets topic", partitions=settings.offsets_topic_num_partitions,
-                      replication_factor=replication_factor)
+        await create_internal_topic(
+            self.broker.metadata, self.log, OFFSETS_TOPIC,
+            settings.offsets_topic_num_partitions, settings.offsets_topic_replication_factor,
+            {"cleanup.policy": "compact", "compression.type": "producer",
+             "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)})
 
     # -- routing -----------------------------------------------------------------------
 

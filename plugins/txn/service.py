@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import NewTopic
 from kernel.coordination import (
     CoordinatorError,
     CoordinatorPartitionWriter,
     CoordinatorRuntime,
     TransactionResult,
 )
+from kernel.coordination.internal_topic import create_internal_topic
 from kernel.coordination.registry import CoordinatorType
 from kernel.protocol.errors import KafkaError
 from kernel.services import TxnMarker
@@ -129,32 +129,15 @@ class TransactionCoordinator:
     async def _create_topic(self) -> None:
         """With Kafka's enforced configs (compacted, uncompressed, no unclean leader
         election)."""
-        metadata = self.broker.metadata
-        image = metadata.image
-        if TRANSACTION_STATE_TOPIC in image.topics:
-            return
         s = self.settings
-        replication_factor = min(s.transaction_state_log_replication_factor,
-                                 max(1, len(image.brokers)))
-        min_isr = min(s.transaction_state_log_min_isr, replication_factor)
-        try:
-            await metadata.create_topics([NewTopic(
-                TRANSACTION_STATE_TOPIC, s.transaction_state_log_num_partitions,
-                replication_factor,
-                configs={"cleanup.policy": "compact", "compression.type": "uncompressed",
-                         "unclean.leader.election.enable": "false",
-                         "min.insync.replicas": str(min_isr),
-                         "segment.bytes": str(s.transaction_state_log_segment_bytes)},
-                internal=True,
-            )])
-        except KafkaError as e:
-            if e.error_code != ErrorCode.topic_already_exists:
-                self.log.error("cannot create the transaction state topic",
-                               error=e.error_code.name, detail=e.message)
-                return
-        self.log.info("created the transaction state topic",
-                      partitions=s.transaction_state_log_num_partitions,
-                      replication_factor=replication_factor)
+        await create_internal_topic(
+            self.broker.metadata, self.log, TRANSACTION_STATE_TOPIC,
+            s.transaction_state_log_num_partitions,
+            s.transaction_state_log_replication_factor,
+            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+             "unclean.leader.election.enable": "false",
+             "min.insync.replicas": str(s.transaction_state_log_min_isr),
+             "segment.bytes": str(s.transaction_state_log_segment_bytes)})
 
     # -- routing -----------------------------------------------------------------------
 
