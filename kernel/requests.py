@@ -11,8 +11,9 @@ a request goes network -> routing -> handler and no handler imports either (see
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Protocol
 
 from kernel.services import BrokerServices
@@ -99,3 +100,21 @@ class ApiRegistry(Protocol):
         """``advertised_min_version`` (default ``min_version``) is the lowest version
         ApiVersions lists; requests below ``min_version`` are refused all the same."""
         ...
+
+
+def register_handler_modules(registry: ApiRegistry, modules: Iterable[ModuleType],
+                             service: Callable[[], Any]) -> None:
+    """Register handler modules that each serve one API key (``API_KEY``,
+    ``MIN_VERSION``, ``MAX_VERSION``, ``handle(service, ctx, request)``), with
+    ``service()`` read per request: a plugin's service exists only once it started."""
+    for module in modules:
+        registry.register(module.API_KEY, _bound(module.handle, service),
+                          min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+
+
+def _bound(handle: Callable[[Any, RequestContext, Any], Any],
+           service: Callable[[], Any]) -> Handler:
+    def handler(ctx: RequestContext, request: Any) -> Any:
+        return handle(service(), ctx, request)
+
+    return handler

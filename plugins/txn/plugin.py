@@ -4,13 +4,11 @@ coordinator (and its producer ids)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from types import ModuleType
-from typing import Any
 
 from kernel.config import ConfigSchema
 from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
 from kernel.hookspecs import hookimpl
-from kernel.requests import ApiRegistry, Handler, RequestContext
+from kernel.requests import ApiRegistry, register_handler_modules
 from kernel.services import PluginServices
 from plugins.txn.handlers import HANDLER_MODULES
 from plugins.txn.producer_ids import ProducerIdManager
@@ -39,9 +37,7 @@ class TxnPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        for module in HANDLER_MODULES:
-            registry.register(module.API_KEY, self._bind(module),
-                              min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+        register_handler_modules(registry, HANDLER_MODULES, lambda: self.coordinator)
 
     @hookimpl
     def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
@@ -50,14 +46,6 @@ class TxnPlugin:
                           self.coordinator.coordinator_partition(transactional_id),
                           verify_transaction=lambda *args, **kwargs: self.coordinator.verify(
                               *args, **kwargs))
-
-    def _bind(self, module: ModuleType) -> Handler:
-        handle = module.handle
-
-        def handler(ctx: RequestContext, request: Any) -> Any:
-            return handle(self.coordinator, ctx, request)
-
-        return handler
 
     @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None]:
