@@ -739,6 +739,11 @@ def load_config(
     for name, table in (plugin_tables or {}).items():
         plugin_values.setdefault(name, {}).update(table)
 
+    if "inter.broker.listener.name" in flat and "security.inter.broker.protocol" in flat:
+        # Kafka checks the originals: one names the listener, the other implies it.
+        raise ConfigError(f"{source}: inter.broker.listener.name: only one of "
+                          "inter.broker.listener.name and security.inter.broker.protocol "
+                          "should be set")
     per_listener = {k: flat.pop(k) for k in [k for k in flat if k.startswith(LISTENER_PREFIX)]}
     broker = BROKER_SCHEMA.build(flat, source)
     if per_listener:

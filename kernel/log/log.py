@@ -472,8 +472,9 @@ class Log:
         segment = local.roll(expected_next_offset, now)
         if segment is not active:
             # Kafka snapshots the producer state at each new segment: loading then
-            # replays at most the active segment. Not fsynced here (the event loop);
-            # a torn snapshot fails its CRC at load and an older one is used.
+            # replays at most the active segment. Not fsynced here (the event loop):
+            # the flush that moves the recovery point past it does; until then a torn
+            # snapshot fails its CRC at load and an older one is used.
             try:
                 self._producer_state.take_snapshot(segment.base_offset, sync=False)
             except OSError as e:
@@ -609,6 +610,7 @@ class Log:
             if up_to <= recovery_point:
                 return
             local.flush(up_to, recovery_point)
+            self._producer_state.sync_snapshots(recovery_point, up_to)
             self._epochs.flush()
             local.mark_flushed(up_to, truncations, _wall_ms() if now_ms is None else now_ms)
 

@@ -513,6 +513,21 @@ class ProducerStateManager:
         os.replace(tmp, path)
         return path
 
+    def sync_snapshots(self, after: int, up_to: int) -> None:
+        """fsync the snapshots at offsets in (after, up_to]: those a roll wrote unsynced
+        on the event loop, now that a flush moves the recovery point past them (Kafka's
+        flushProducerStateSnapshot). A snapshot deleted meanwhile needs no sync."""
+        for offset in list_snapshots(self.dir):
+            if after < offset <= up_to:
+                try:
+                    fd = os.open(snapshot_file(self.dir, offset), os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
     @staticmethod
     def read_snapshot(path: Path) -> list[ProducerStateEntry]:
         """Raises ValueError for a file that is not a valid snapshot."""

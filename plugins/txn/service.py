@@ -123,6 +123,7 @@ class TransactionCoordinator:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.producer_ids.close()
         await self.runtime.stop()
         self.metrics.close()
 

@@ -410,6 +410,10 @@ BAD_SETTINGS = [
      + '\n"advertised.listeners" = ["SSL://localhost:9093"]'
      + '\n"inter.broker.listener.name" = "plaintext"', "inter.broker.listener.name",
      "must be a listener name defined in advertised.listeners (SSL)"),
+    ("both inter broker settings", lambda p: _keystore(p, "server")
+     + '\n"inter.broker.listener.name" = "SSL"\n"security.inter.broker.protocol" = "SSL"',
+     "inter.broker.listener.name",
+     "only one of inter.broker.listener.name and security.inter.broker.protocol"),
     ("mapping rule", lambda p: _keystore(p, "server")
      + '\n"ssl.principal.mapping.rules" = "RULE:^CN=(.*)$/$1/X"',
      "ssl.principal.mapping.rules", "invalid rule"),

@@ -4,6 +4,7 @@ snapshot and from the log, truncation and expiry."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,30 @@ def test_a_roll_snapshots_and_recovery_replays_the_batches_after_it(tmp_path: Pa
     assert append(again, batch(pid=1, seq=2)).duplicate
     assert append(again, batch(pid=2, seq=0)).duplicate
     assert error_of(again, batch(pid=1, seq=6)) == ErrorCode.out_of_order_sequence_number
+
+
+def test_the_flush_past_a_roll_fsyncs_the_roll_s_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A roll writes its snapshot unsynced on the event loop; the flush that moves the
+    recovery point past it syncs it, as Kafka's roll schedules flushProducerStateSnapshot."""
+    log = open_log(tmp_path)
+    append(log, batch(pid=1, seq=0))
+    log.roll()
+    append(log, batch(pid=1, seq=2))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    log.flush(up_to_offset=2)
+    assert f"{2:020d}.snapshot" in synced
+    synced.clear()
+    log.flush()  # the recovery point is past the snapshot now: not synced again
+    assert not any(name.endswith(".snapshot") for name in synced)
 
 
 def test_recovery_without_a_snapshot_rebuilds_from_the_log(tmp_path: Path) -> None:
