@@ -17,7 +17,7 @@ lengths that occur, so a decision looks up a few dict keys rather than scanning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kernel.cluster import AclBinding
@@ -29,7 +29,7 @@ from plugins.acl.codes import (
     PatternType,
 )
 
-__all__ = ["AclIndex", "Decision", "decide", "index_of", "parse_super_users"]
+__all__ = ["AclIndex", "Decision", "decide", "decide_by_resource_type", "parse_super_users"]
 
 _IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
                                AclOperation.DELETE, AclOperation.ALTER})
@@ -60,6 +60,13 @@ class AclIndex:
         for acls in by_type.values():
             acls.prefix_lengths = sorted({len(p) for p in acls.prefixed})
         self._by_type = by_type
+
+    def of_type(self, resource_type: int) -> Iterable[AclBinding]:
+        acls = self._by_type.get(resource_type)
+        if acls is None:
+            return
+        for group in (*acls.literal.values(), *acls.prefixed.values()):
+            yield from group
 
     def matching(self, resource_type: int, name: str) -> Iterable[list[AclBinding]]:
         """The ACL lists whose resource pattern matches ``name``: the literal name and
@@ -115,6 +122,42 @@ def decide(index: AclIndex, super_users: frozenset[str], allow_if_no_acl: bool,
     return Decision(False, "no matching ALLOW ACL")
 
 
+def decide_by_resource_type(index: AclIndex, super_users: frozenset[str],
+                            allow_if_no_acl: bool, principal: str, host: str,
+                            operation: AclOperation, resource_type: int) -> bool:
+    """Kafka's Authorizer.authorizeByResourceType: allowed on a made-up name (super
+    users, allow.everyone.if.no.acl.found, wildcard ACLs), else when an ALLOW of the
+    operation on some literal name or prefix is not covered by a DENY of it."""
+    if decide(index, super_users, allow_if_no_acl, principal, host, operation,
+              resource_type, "hardcode").allowed:
+        return True
+    deny_literal: set[str] = set()
+    deny_prefixed: set[str] = set()
+    allow: list[tuple[bool, str]] = []  # (literal, name)
+    for acl in index.of_type(resource_type):
+        if acl.host != WILDCARD and acl.host != host:
+            continue
+        if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
+            continue
+        if acl.operation != operation and acl.operation != AclOperation.ALL:
+            continue
+        literal = acl.pattern_type == PatternType.LITERAL
+        if acl.permission_type == AclPermissionType.DENY:
+            if literal and acl.resource_name == WILDCARD:
+                return False
+            (deny_literal if literal else deny_prefixed).add(acl.resource_name)
+        elif acl.permission_type == AclPermissionType.ALLOW:
+            if literal and acl.resource_name == WILDCARD:
+                return True
+            allow.append((literal, acl.resource_name))
+    for literal, name in allow:
+        if literal and name in deny_literal:
+            continue
+        if not any(name[:i] in deny_prefixed for i in range(1, len(name) + 1)):
+            return True
+    return False
+
+
 def _applies(acl: AclBinding, principal: str, host: str,
              operation: AclOperation) -> bool | None:
     """True (ALLOW) or False (DENY) when ``acl`` matches the action, None when not."""
@@ -146,7 +189,3 @@ def _describe(acl: AclBinding) -> str:
 def parse_super_users(value: str) -> frozenset[str]:
     """``super.users``: principals separated by semicolons, as Kafka reads it."""
     return frozenset(p.strip() for p in value.split(";") if p.strip())
-
-
-def index_of(acls: Mapping[object, AclBinding]) -> AclIndex:
-    return AclIndex(acls.values())

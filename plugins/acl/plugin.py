@@ -14,7 +14,12 @@ from kernel.hookspecs import hookimpl
 from kernel.requests import ApiRegistry, Session
 from kernel.services import PluginServices
 from plugins.acl import apis
-from plugins.acl.authorizer import AclIndex, decide, parse_super_users
+from plugins.acl.authorizer import (
+    AclIndex,
+    decide,
+    decide_by_resource_type,
+    parse_super_users,
+)
 from plugins.acl.codes import AclOperation, ResourceType
 from plugins.acl.settings import AclSettings
 
@@ -82,7 +87,7 @@ class AclPlugin:
     def kafkernel_authorize(self, session: Session, operation: str, resource_type: str,
                             resource_name: str) -> bool:
         principal = session.principal or _ANONYMOUS
-        host = session.peer.rpartition(":")[0] or session.peer
+        host = _host(session)
         decision = decide(self._index, self._super_users,
                           self._settings.allow_everyone_if_no_acl_found, principal, host,
                           AclOperation[operation], ResourceType[resource_type],
@@ -100,3 +105,17 @@ class AclPlugin:
                             resource=resource_name, reason=decision.reason)
         return decision.allowed
 
+    @hookimpl
+    def kafkernel_authorize_by_resource_type(self, session: Session, operation: str,
+                                             resource_type: str) -> bool:
+        principal = session.principal or _ANONYMOUS
+        return decide_by_resource_type(
+            self._index, self._super_users, self._settings.allow_everyone_if_no_acl_found,
+            principal, _host(session),
+            AclOperation[operation], ResourceType[resource_type])
+
+
+
+def _host(session: Session) -> str:
+    """The client's address without its port, as ACL hosts name it."""
+    return session.peer.rpartition(":")[0] or session.peer

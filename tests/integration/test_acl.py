@@ -6,6 +6,7 @@ APIs' checks and filters on the wire."""
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
@@ -164,6 +166,14 @@ def test_a_user_may_write_one_topic_and_read_it_with_one_group_and_nothing_else(
     with pytest.raises(KafkaException) as e:
         create_topics(b, "new-topic", user="alice")
     assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # an idempotent producer needs WRITE on some topic (KIP-679), not IDEMPOTENT_WRITE
+    errors: list[KafkaError | None] = []
+    idempotent = Producer(conf(b, "alice", **{"enable.idempotence": True,
+                                              "message.timeout.ms": 10000}))
+    idempotent.produce("orders", b"i", on_delivery=lambda err, _: errors.append(err))
+    idempotent.flush(15)
+    assert errors == [None]
+
     # bob has no ACL at all: nothing, and allow.everyone.if.no.acl.found is off
     refused = produce_error(b, "bob", "orders")
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -341,6 +351,19 @@ def test_the_acl_apis_check_as_kafka_does_on_the_wire(
         ]
         described = ask(s, DescribeAclsRequest(**ANY_FILTER))
         assert [(r.resource_name, len(r.acls)) for r in described.resources] == [("t", 1)]
+        created = ask(s, CreateAclsRequest(creations=(creation(
+            resource_name="orders", principal="User:alice", operation=4),)))
+        assert [r.error_code for r in created.results] == [ErrorCode.none]
+    # InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster or WRITE
+    # on some topic (KIP-679); alice has WRITE on orders, bob nothing
+    init = InitProducerIdRequest(transactional_id=None,
+                                 transaction_timeout=datetime.timedelta(minutes=1),
+                                 producer_id=-1, producer_epoch=-1)
+    for user, expected in (("alice", ErrorCode.none),
+                           ("bob", ErrorCode.cluster_authorization_failed)):
+        with connect(b.bootstrap) as s:
+            _login(s, user)
+            assert ask(s, init).error_code == expected, user
     # an UNKNOWN code fails the request's parsing in Kafka: the connection is closed
     with connect(b.bootstrap) as s:
         _login(s, "admin")

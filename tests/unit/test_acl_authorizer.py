@@ -11,7 +11,7 @@ import pytest
 
 from kernel.cluster import AclBinding
 from plugins.acl.apis import AclFilter
-from plugins.acl.authorizer import AclIndex, decide, parse_super_users
+from plugins.acl.authorizer import AclIndex, decide, decide_by_resource_type, parse_super_users
 from plugins.acl.codes import AclOperation as Op
 from plugins.acl.codes import AclPermissionType as Perm
 from plugins.acl.codes import PatternType as Pat
@@ -104,3 +104,27 @@ def test_acl_filters_match_as_kafkas(f: AclFilter, expected: set[str]) -> None:
     acls = {"lit": acl("logs-app", Op.READ), "pre": acl("logs-", Op.WRITE, pattern=Pat.PREFIXED),
             "wild": acl("*", Op.READ, principal=BOB)}
     assert {k for k, a in acls.items() if f.matches(a)} == expected
+
+
+def by_type(acls: list[AclBinding], op: Op = Op.WRITE, *, super_users: str = "",
+            allow_if_no_acl: bool = False) -> bool:
+    return decide_by_resource_type(AclIndex(acls), parse_super_users(super_users),
+                                   allow_if_no_acl, ALICE, "10.0.0.1", op, Res.TOPIC)
+
+
+def test_authorize_by_resource_type_as_kafkas_default() -> None:
+    """KIP-679: an idempotent producer needs WRITE on some topic (or IDEMPOTENT_WRITE)."""
+    assert not by_type([])
+    assert by_type([], allow_if_no_acl=True)
+    assert by_type([], super_users="User:alice")
+    assert by_type([acl("orders", Op.WRITE)])
+    assert by_type([acl("logs-", Op.ALL, pattern=Pat.PREFIXED)])
+    assert not by_type([acl("orders", Op.READ)])
+    assert not by_type([acl("orders", Op.WRITE, principal=BOB)])
+    # a DENY covering every allowed name
+    assert not by_type([acl("orders", Op.WRITE), acl("orders", Op.WRITE, perm=Perm.DENY)])
+    assert not by_type([acl("orders", Op.WRITE),
+                        acl("ord", Op.WRITE, perm=Perm.DENY, pattern=Pat.PREFIXED)])
+    assert by_type([acl("orders", Op.WRITE), acl("payments", Op.WRITE),
+                    acl("orders", Op.WRITE, perm=Perm.DENY)])
+    assert not by_type([acl("orders", Op.WRITE), acl("*", Op.WRITE, perm=Perm.DENY)])
