@@ -373,3 +373,23 @@ def test_the_acl_apis_check_as_kafka_does_on_the_wire(
     with connect(b.bootstrap) as s:  # and the broker goes on serving
         _login(s, "admin")
         assert ask(s, DescribeAclsRequest(**ANY_FILTER)).error_code == ErrorCode.none
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(
+    broker_factory: Callable[..., EmbeddedBroker], tmp_path: Path,
+) -> None:
+    b = acl_broker(broker_factory, tmp_path)
+    create_topics(b, "orders")
+    create_acls(b, allow("alice", ResourceType.TOPIC, "orders", AclOperation.WRITE),
+                allow("alice", ResourceType.TRANSACTIONAL_ID, "orders-tx-",
+                      AclOperation.WRITE, PREFIXED))
+    producer = Producer(conf(b, "alice", **{"transactional.id": "orders-tx-1"}))
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce("orders", b"in a transaction")
+    producer.commit_transaction(15)
+
+    refused = Producer(conf(b, "alice", **{"transactional.id": "billing-tx-1"}))
+    with pytest.raises(KafkaException) as e:
+        refused.init_transactions(15)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
