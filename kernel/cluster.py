@@ -132,6 +132,22 @@ class ScramCredential:
     iterations: int
 
 
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    """One access control entry, as Kafka's AccessControlEntryRecord keeps it, with
+    Kafka's codes: AclResourceType (2 TOPIC, 3 GROUP, 4 CLUSTER, 5 TRANSACTIONAL_ID, ...),
+    PatternType (3 LITERAL, 4 PREFIXED), AclOperation, AclPermissionType (2 DENY,
+    3 ALLOW). The authorizer gives them meaning; the backend only stores them."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
 @runtime_checkable
 class MetadataBackend(Protocol):
     """What the kernel needs from a metadata plugin (KRaft-style, ZooKeeper, ...).
@@ -186,6 +202,20 @@ class MetadataBackend(Protocol):
     ) -> None:
         """Store and remove SCRAM credentials in one metadata change, as Kafka's
         ScramControlManager writes (Remove)UserScramCredentialRecords."""
+
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        """ACL id -> binding, as the metadata log holds them. The mapping is replaced,
+        never changed in place, so a reader can tell a change by identity."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[uuid.UUID]:
+        """Store ``bindings`` in one metadata change (Kafka's AclControlManager writes
+        AccessControlEntryRecords); returns their new ids. A binding already stored is
+        not stored twice: its existing id is returned."""
+        ...
+
+    async def remove_acls(self, ids: Sequence[uuid.UUID]) -> None:
+        """Remove the ACLs of ``ids`` (unknown ids are skipped) in one metadata change."""
 
 
 MAX_TOPIC_NAME_LENGTH = 249

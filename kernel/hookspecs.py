@@ -116,6 +116,20 @@ def kafkernel_authorize(
     """
 
 
+@hookspec(firstresult=True)
+def kafkernel_authorize_by_resource_type(
+    session: Session, operation: str, resource_type: str
+) -> bool | None:
+    """Decide whether ``session.principal`` may perform ``operation`` on at least one
+    resource of ``resource_type`` (Kafka's Authorizer.authorizeByResourceType: an
+    idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic).
+    An authorizer that answers ``kafkernel_authorize`` answers this too; with none
+    enabled it is allowed.
+
+    :returns: True to allow, False to deny, None to leave the decision to others.
+    """
+
+
 # ---------------------------------------------------------------------------
 # lifecycle
 # ---------------------------------------------------------------------------

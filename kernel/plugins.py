@@ -188,6 +188,13 @@ class PluginFacade:
         )
         return decision is not False
 
+    def authorize_by_resource_type(
+        self, session: Session, operation: str, resource_type: str
+    ) -> bool:
+        decision = self.pm.hook.kafkernel_authorize_by_resource_type(
+            session=session, operation=operation, resource_type=resource_type)
+        return decision is not False
+
     # -- lifecycle ---------------------------------------------------------
 
     async def startup(self, broker: PluginServices) -> None:

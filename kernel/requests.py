@@ -63,6 +63,16 @@ Authorize = Callable[[Session, str, str, str], bool]
 (the ``kafkernel_authorize`` hook), as Kafka's handlers ask it."""
 
 
+AuthorizeByResourceType = Callable[[Session, str, str], bool]
+"""(session, operation, resource type) -> whether the session may perform the operation
+on at least one resource of the type: Kafka's authorizeByResourceType, which lets an
+idempotent producer in with WRITE on any topic (KIP-679)."""
+
+
+def _no_authorizer(session: Session, operation: str, resource_type: str) -> bool:
+    return True
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything a handler knows about the request besides its decoded body: the
@@ -77,6 +87,9 @@ class RequestContext:
     client_id: str | None
     # Size of the whole request frame, for metrics and quotas.
     size: int = 0
+    # The authorizer's answer for a resource type (the dispatcher always sets it; the
+    # default, as with no authorizer enabled, allows).
+    authorize_by_resource_type: AuthorizeByResourceType = _no_authorizer
 
 
 Response = Any  # a kio response entity of the request's version

@@ -76,6 +76,7 @@ class Broker:
         except (RoutingError, RegistrationError) as e:
             raise ConfigError(f"{loaded.source}: plugins.enabled: {e}") from None
         self.dispatcher = RequestDispatcher(self.routes, self, self.plugins.authorize,
+                                            self.plugins.authorize_by_resource_type,
                                             self.metrics, self.log)
         try:
             self.endpoints = parse_endpoints(

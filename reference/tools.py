@@ -28,6 +28,7 @@ from reference.kafka import KafkaNotFetched
 # kafka-configs is still Scala, in kafka_2.13; the rest live in kafka-tools.
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"  # kafka-topics
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs
+ACL_COMMAND = "org.apache.kafka.tools.AclCommand"  # kafka-acls
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"  # kafka-console-producer
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"  # kafka-console-consumer
 CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"

@@ -29,7 +29,7 @@ from kernel.protocol.codec import (
     response_class,
 )
 from kernel.protocol.errors import KafkaError
-from kernel.requests import Authorize, RequestContext, Session
+from kernel.requests import Authorize, AuthorizeByResourceType, RequestContext, Session
 from kernel.routing import Routes
 from kernel.services import BrokerServices
 
@@ -42,10 +42,12 @@ ResponseBytes = bytes | ResponseFrame | None
 
 class RequestDispatcher:
     def __init__(self, routes: Routes, services: BrokerServices, authorize: Authorize,
+                 authorize_by_resource_type: AuthorizeByResourceType,
                  metrics: BrokerMetrics, log: Any) -> None:
         self._routes = routes
         self._services = services
         self._authorize = authorize
+        self._authorize_by_resource_type = authorize_by_resource_type
         self._metrics = metrics
         self._log = log
         self.log = log
@@ -70,7 +72,7 @@ class RequestDispatcher:
         header, body = decode_request(frame)
         ctx = RequestContext(
             self._services, self._authorize, session, api_key, api_version, correlation_id,
-            header.client_id, len(frame),
+            header.client_id, len(frame), self._authorize_by_resource_type,
         )
         started = time.perf_counter()
         try:

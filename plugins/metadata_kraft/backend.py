@@ -24,6 +24,7 @@ from kernel.cluster import (
     CLUSTER_METADATA_PROHIBITED,
     CLUSTER_METADATA_TOPIC,
     NO_LEADER,
+    AclBinding,
     BrokerRegistration,
     ClusterImage,
     ImageListener,
@@ -39,6 +40,7 @@ from .log import MetadataLog
 from .placement import assign_replicas
 from .properties import ensure_meta_properties
 from .records import (
+    AccessControlEntryRecord,
     BrokerEndpointRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -47,6 +49,7 @@ from .records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     SecurityProtocol,
@@ -114,6 +117,7 @@ class KRaftMetadataBackend:
         self._broker_epoch: int | None = None
         self._next_producer_id = 0
         self._scram_credentials: dict[tuple[str, int], ScramCredential] = {}
+        self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
         self._lock_fd = lock_fd
 
     # -- reading ----------------------------------------------------------------
@@ -171,6 +175,7 @@ class KRaftMetadataBackend:
                     delta.replay(record)
             self._next_producer_id = delta.next_producer_id
             self._scram_credentials = delta.scram_credentials
+            self._acls = delta.acls
             return delta.apply()
         except BaseException:
             self._metadata_log.close()
@@ -207,13 +212,15 @@ class KRaftMetadataBackend:
         return await asyncio.shield(task)
 
     async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
-        delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials)
+        delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials,
+                              self._acls)
         for record in records:
             delta.replay(record)
         image = delta.apply()
         await self._metadata_log.append(records)
         self._next_producer_id = delta.next_producer_id
         self._scram_credentials = delta.scram_credentials
+        self._acls = delta.acls
         self._publish(image)
         return image
 
@@ -291,6 +298,43 @@ class KRaftMetadataBackend:
             server_key=c.server_key, iterations=c.iterations) for c in upsertions)
         if records:
             await self._serialized(lambda: self._commit(records))
+
+    # -- ACLs -------------------------------------------------------------------
+
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        return self._acls
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[uuid.UUID]:
+        async def create() -> list[uuid.UUID]:
+            # As Kafka's AclControlManager: a binding already stored keeps its id.
+            existing = {binding: acl_id for acl_id, binding in self._acls.items()}
+            ids: list[uuid.UUID] = []
+            records: list[MetadataRecord] = []
+            for b in bindings:
+                acl_id = existing.get(b)
+                if acl_id is None:
+                    acl_id = existing[b] = uuid.uuid4()
+                    records.append(AccessControlEntryRecord(
+                        id=acl_id, resource_type=b.resource_type,
+                        resource_name=b.resource_name, pattern_type=b.pattern_type,
+                        principal=b.principal, host=b.host, operation=b.operation,
+                        permission_type=b.permission_type))
+                ids.append(acl_id)
+            if records:
+                await self._commit(records)
+            return ids
+
+        return await self._serialized(create)
+
+    async def remove_acls(self, ids: Sequence[uuid.UUID]) -> None:
+        async def remove() -> None:
+            records: list[MetadataRecord] = [RemoveAccessControlEntryRecord(id=acl_id)
+                                             for acl_id in dict.fromkeys(ids)
+                                             if acl_id in self._acls]
+            if records:
+                await self._commit(records)
+
+        await self._serialized(remove)
 
     # -- topics -----------------------------------------------------------------
 

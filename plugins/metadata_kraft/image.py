@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kernel.cluster import (
+    AclBinding,
     BrokerEndpoint,
     BrokerRegistration,
     ClusterImage,
@@ -25,6 +26,7 @@ from kernel.cluster import (
 
 from .records import (
     NO_LEADER_CHANGE,
+    AccessControlEntryRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataLogError,
@@ -33,6 +35,7 @@ from .records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -96,12 +99,18 @@ class MetadataDelta:
     def __init__(
         self, base: ClusterImage, next_producer_id: int = 0,
         scram_credentials: Mapping[tuple[str, int], ScramCredential] | None = None,
+        acls: Mapping[uuid.UUID, AclBinding] | None = None,
     ) -> None:
         self._base = base
         self.next_producer_id = next_producer_id
         # (user, mechanism) -> credential (KRaft's ScramImage), like next_producer_id
         # outside the ClusterImage: only the SASL plugin reads it.
         self.scram_credentials = dict(scram_credentials or {})
+        # ACL id -> binding (KRaft's AclsImage), outside the ClusterImage too: only the
+        # authorizer reads it. Copied on the first ACL record, so a delta without one
+        # hands the same mapping on (readers tell a change by identity).
+        self._base_acls: Mapping[uuid.UUID, AclBinding] = acls or MappingProxyType({})
+        self._acls: dict[uuid.UUID, AclBinding] | None = None
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._broker_configs: dict[int, dict[str, str]] | None = None
         self._topics: dict[uuid.UUID, _TopicBuilder] = {}
@@ -153,8 +162,26 @@ class MetadataDelta:
                     raise MetadataLogError(
                         f"RemoveUserScramCredentialRecord for {record.name!r} mechanism "
                         f"{record.mechanism}, which has no credential")
+            case AccessControlEntryRecord():
+                self._changed_acls()[record.id] = AclBinding(
+                    record.resource_type, record.resource_name, record.pattern_type,
+                    record.principal, record.host, record.operation, record.permission_type)
+            case RemoveAccessControlEntryRecord():
+                if self._changed_acls().pop(record.id, None) is None:
+                    raise MetadataLogError(
+                        f"RemoveAccessControlEntryRecord for ACL {record.id}, which is not stored")
             case _:
                 raise MetadataLogError(f"cannot replay {record!r}")
+
+    def _changed_acls(self) -> dict[uuid.UUID, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self._base_acls)
+        return self._acls
+
+    @property
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        """The ACLs after this delta: the base's own mapping when no record changed them."""
+        return self._base_acls if self._acls is None else MappingProxyType(self._acls)
 
     def _replay_register_broker(self, record: RegisterBrokerRecord) -> None:
         if self._brokers is None:

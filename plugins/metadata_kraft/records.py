@@ -3,7 +3,8 @@
 The records mirror KRaft's metadata record types: same names, api keys and meaning
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
 PartitionChangeRecord 5, RemoveTopicRecord 9, UserScramCredentialRecord 11,
-ProducerIdsRecord 15, RemoveUserScramCredentialRecord 22). The controller
+ProducerIdsRecord 15, AccessControlEntryRecord 18, RemoveAccessControlEntryRecord 19,
+RemoveUserScramCredentialRecord 22). The controller
 changes state only by appending records, and the log is replayed at startup to rebuild
 the cluster image.
 
@@ -223,17 +224,44 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL, with Kafka's codes (see kernel.cluster.AclBinding)."""
+
+    API_KEY: ClassVar[int] = 18
+    VERSION: ClassVar[int] = 0
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 19
+    VERSION: ClassVar[int] = 0
+
+    id: uuid.UUID
+
+
 MetadataRecord = (
     RegisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord
     | PartitionChangeRecord | RemoveTopicRecord | ProducerIdsRecord
     | UserScramCredentialRecord | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord | RemoveAccessControlEntryRecord
 )
 
 RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
     cls.API_KEY: cls
     for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
                 PartitionChangeRecord, RemoveTopicRecord, ProducerIdsRecord,
-                UserScramCredentialRecord, RemoveUserScramCredentialRecord)
+                UserScramCredentialRecord, RemoveUserScramCredentialRecord,
+                AccessControlEntryRecord, RemoveAccessControlEntryRecord)
 })
 
 # Resolved once: replay decodes every record of the log at startup.

@@ -46,9 +46,9 @@ GAPS: dict[int, str] = {
     27: "the kernel's; v2 (KIP-1228's transaction version per marker) is not served yet",
     28: ("the coordinator plugin; v5 (KIP-890 part 2: the commit adds the offsets partition "
          "to the transaction) is not served yet"),
-    29: "ACLs: planned, the acl plugin",
-    30: "ACLs: planned, the acl plugin",
-    31: "ACLs: planned, the acl plugin",
+    29: "served by the acl plugin, not enabled by default",
+    30: "served by the acl plugin, not enabled by default",
+    31: "served by the acl plugin, not enabled by default",
     34: "not planned: one log dir per broker holds every replica",
     35: "not planned yet: log dirs are not described",
     36: "served by the auth_sasl plugin, not enabled by default",

@@ -16,6 +16,7 @@ import structlog
 import structlog.testing
 
 from kernel.cluster import (
+    AclBinding,
     BrokerEndpoint,
     BrokerRegistration,
     ClusterImage,
@@ -254,6 +255,35 @@ def test_scram_credentials_are_stored_removed_and_replayed(tmp_path: Path) -> No
 
     async def check(b: KRaftMetadataBackend) -> None:
         assert dict(b.scram_credentials()) == {("bob", 2): bob}
+
+    run(tmp_path, check)
+
+
+def test_acls_are_stored_once_removed_and_replayed(tmp_path: Path) -> None:
+    read = AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)
+    deny = AclBinding(3, "app-", 4, "User:bob", "10.0.0.1", 2, 2)
+    ids: list[uuid.UUID] = []
+
+    async def scenario(b: KRaftMetadataBackend) -> None:
+        before = b.acls()
+        ids.extend(await b.create_acls([read, deny]))
+        assert b.acls() is not before
+        assert dict(b.acls()) == dict(zip(ids, [read, deny], strict=True))
+        # a binding already stored keeps its id and writes nothing
+        offset = b.metadata_log.next_offset
+        assert await b.create_acls([read]) == ids[:1]
+        assert b.metadata_log.next_offset == offset
+        unchanged = b.acls()
+        await b.alter_scram_credentials(
+            [ScramCredential("carol", 1, b"s", b"k", b"v", 4096)], [])
+        assert b.acls() is unchanged  # other changes keep the mapping
+        await b.remove_acls([ids[0], uuid.uuid4()])
+        assert dict(b.acls()) == {ids[1]: deny}
+
+    run(tmp_path, scenario)
+
+    async def check(b: KRaftMetadataBackend) -> None:
+        assert dict(b.acls()) == {ids[1]: deny}
 
     run(tmp_path, check)
 

@@ -35,9 +35,9 @@ async def handle(coordinator: TransactionCoordinator, ctx: RequestContext,
     if transactional_id is not None:
         if not ctx.authorize(ctx.session, "WRITE", "TRANSACTIONAL_ID", transactional_id):
             return _answer(ctx, ErrorCode.transactional_id_authorization_failed)
-    # Kafka also allows a principal with WRITE on any topic; authorizers here answer
-    # for one resource at a time, so IDEMPOTENT_WRITE on the cluster is what counts.
-    elif not ctx.authorize(ctx.session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME):
+    # KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic.
+    elif not (ctx.authorize(ctx.session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME)
+              or ctx.authorize_by_resource_type(ctx.session, "WRITE", "TOPIC")):
         return _answer(ctx, ErrorCode.cluster_authorization_failed)
     # v0-2 lack both fields: their defaults are (-1, -1).
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
