@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib.util
 from collections.abc import Awaitable
 from typing import Any
 
@@ -22,6 +23,7 @@ from kernel.services import PluginServices
 from plugins.auth_sasl import credentials_api
 from plugins.auth_sasl.credentials import ScramCredentials
 from plugins.auth_sasl.exchange import AuthenticationFailed, InvalidCredentials
+from plugins.auth_sasl.oauthbearer import Jwks, JwtSettings, JwtValidator, OAuthBearerServer
 from plugins.auth_sasl.plain import PlainServer, parse_users, read_users_file
 from plugins.auth_sasl.scram import MECHANISMS, ScramServer
 from plugins.auth_sasl.settings import SUPPORTED_MECHANISMS, AuthSaslSettings
@@ -40,6 +42,8 @@ class AuthSaslPlugin:
         self._scram: ScramCredentials | None = None
         self._broker: PluginServices | None = None
         self._failed: Counter | None = None
+        self._jwks: Jwks | None = None
+        self._jwt_validator: JwtValidator | None = None
         self._succeeded: Counter | None = None
 
     @hookimpl
@@ -68,8 +72,15 @@ class AuthSaslPlugin:
             raise RuntimeError("the auth_sasl plugin has not started")
         return self._scram
 
+    @property
+    def jwt_validator(self) -> JwtValidator:
+        """Set at startup when OAUTHBEARER is enabled; SaslHandshake offers it only then."""
+        if self._jwt_validator is None:
+            raise RuntimeError("OAUTHBEARER is not enabled")
+        return self._jwt_validator
+
     @hookimpl
-    def kafkernel_startup(self, broker: PluginServices) -> None:
+    def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None] | None:
         self._broker = broker
         self._scram = ScramCredentials(broker.metadata)
         self._configure(broker.plugin_settings(PLUGIN_NAME) or AuthSaslSettings(),
@@ -81,6 +92,21 @@ class AuthSaslPlugin:
         self._succeeded = Counter(
             "kafkernel_successful_authentication", "SASL authentications that succeeded.",
             registry=registry)
+        s = self._settings
+        if "OAUTHBEARER" not in s.sasl_enabled_mechanisms:
+            return None
+        assert s.sasl_oauthbearer_jwks_endpoint_url is not None  # checked by _configure
+        self._jwks = Jwks(s.sasl_oauthbearer_jwks_endpoint_url,
+                          s.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+                          broker.log.bind(component=PLUGIN_NAME))
+        self._jwt_validator = JwtValidator(self._jwks, JwtSettings(
+            tuple(s.sasl_oauthbearer_expected_audience), s.sasl_oauthbearer_expected_issuer,
+            s.sasl_oauthbearer_sub_claim_name, s.sasl_oauthbearer_clock_skew_seconds))
+        return self._jwks.start()
+
+    @hookimpl
+    def kafkernel_shutdown(self, broker: PluginServices) -> Awaitable[None] | None:
+        return self._jwks.stop() if self._jwks is not None else None
 
     def _configure(self, settings: AuthSaslSettings, source: str) -> None:
         """PLAIN users from plain.users and plain.users.file; a bad line is named by
@@ -90,6 +116,8 @@ class AuthSaslPlugin:
             users = parse_users(settings.plain_users, f"{where}.plain.users")
             if settings.plain_users_file:
                 users.update(read_users_file(settings.plain_users_file))
+            if "OAUTHBEARER" in settings.sasl_enabled_mechanisms:
+                _check_oauthbearer(settings, where)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         except OSError as e:
@@ -100,6 +128,8 @@ class AuthSaslPlugin:
     def _exchange_factory(self, name: str) -> Any:
         if name == "PLAIN":
             return lambda: PlainServer(self._plain_users)
+        if name == "OAUTHBEARER":
+            return lambda: OAuthBearerServer(self.jwt_validator)
         mechanism = MECHANISMS[name]
         return lambda: ScramServer(mechanism, lambda user, name: self.scram.get(user, name))
 
@@ -138,7 +168,7 @@ class AuthSaslPlugin:
         try:
             challenge = exchange.evaluate(token)
         except (AuthenticationFailed, InvalidCredentials) as e:
-            self._log_failure(session, name, str(e))
+            self._log_failure(session, name, getattr(e, "reason", str(e)))
             if self._failed is not None:
                 self._failed.inc()
             session.raw_sasl_token = None
@@ -156,7 +186,8 @@ class AuthSaslPlugin:
 
     def _authenticated(self, session: Session, exchange: Any) -> None:
         assert exchange.username is not None
-        session.authenticate("User:" + exchange.username)
+        session.authenticate("User:" + exchange.username,
+                             expires_at_ms=getattr(exchange, "expires_at_ms", None))
         del session.extensions[PLUGIN_NAME]
         if self._succeeded is not None:
             self._succeeded.inc()
@@ -176,7 +207,7 @@ class AuthSaslPlugin:
         try:
             challenge = exchange.evaluate(request.auth_bytes)
         except AuthenticationFailed as e:
-            return self._failure(ctx, m, name, str(e), str(e))
+            return self._failure(ctx, m, name, e.reason, str(e))
         except InvalidCredentials as e:
             message = ("Authentication failed during authentication due to invalid "
                        f"credentials with SASL mechanism {name}")
@@ -216,3 +247,12 @@ class AuthSaslPlugin:
             self._broker.log.warning(
                 "failed authentication", client=session.peer,
                 listener=session.listener_name, mechanism=mechanism, reason=reason)
+
+
+def _check_oauthbearer(settings: AuthSaslSettings, where: str) -> None:
+    if settings.sasl_oauthbearer_jwks_endpoint_url is None:
+        raise ValueError(f"{where}.sasl.oauthbearer.jwks.endpoint.url: OAUTHBEARER is "
+                         "enabled, and tokens are checked against this JWKS: set it")
+    if importlib.util.find_spec("jwt") is None:
+        raise ValueError(f"{where}.sasl.enabled.mechanisms: OAUTHBEARER needs PyJWT: "
+                         "install kafkernel[oauth]")
