@@ -525,6 +525,13 @@ class BrokerConfig:
         "connections.max.idle.ms", 600000, "Idle connections are closed after this.",
         check=at_least(1),
     )
+    connections_max_reauth_ms: int = setting(
+        "connections.max.reauth.ms", 0,
+        "KIP-368: a SASL session's longest life before the client must re-authenticate "
+        "(the broker closes a connection whose session expired on its next request); 0 "
+        "leaves only a credential's own expiry (an OAUTHBEARER token's exp).",
+        check=int_at_least(0),
+    )
     queued_max_request_bytes: int = setting(
         "queued.max.request.bytes", 268435456, "Request bytes held across all connections "
         "(arrived, not yet handled) before reads stop; -1 is unbounded, as Kafka's "

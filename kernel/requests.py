@@ -38,6 +38,10 @@ class Session:
     principal: str | None = None
     authenticated: bool = False
     credential_expires_at_ms: int | None = None
+    # KIP-368: when the SASL session ends (time.monotonic() seconds), None for never.
+    # After it the kernel serves only ApiVersions and the SASL APIs (re-authentication)
+    # and closes the connection on any other request, as Kafka does.
+    session_expires_at: float | None = None
     client_software_name: str | None = None
     client_software_version: str | None = None
     # Plugins keep their per-connection state here, keyed by plugin name.
