@@ -305,8 +305,9 @@ class AuthSaslPlugin:
                                               reauthenticable=ctx.api_version >= 1)
             if previous is not None and self._reauthenticated is not None:
                 self._reauthenticated.inc()
+        # Kafka's answer carries an empty error message, not a null one
         return make(m.SaslAuthenticateResponse, error_code=ErrorCode.none,
-                    error_message=None, auth_bytes=challenge,
+                    error_message="", auth_bytes=challenge,
                     session_lifetime=datetime.timedelta(milliseconds=lifetime_ms))
 
     def _failure(self, ctx: RequestContext, m: Any, mechanism: str, reason: str,
