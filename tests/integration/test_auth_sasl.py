@@ -345,6 +345,22 @@ def test_sasl_handshake_v0_is_followed_by_raw_tokens(
         assert ok.error_code == 0
 
 
+def test_a_client_gone_before_its_failed_raw_login_is_answered_logs_no_error(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str,
+) -> None:
+    """The failed raw login's close was an unretrieved task exception ("Task exception
+    was never retrieved", error level) when the client had already gone (found by
+    tests/fuzz/test_fuzz_security.py). The broker fixture fails on an error logged."""
+    b = _sasl_broker(broker_factory, users_file)
+    for _ in range(20):
+        with connect(b.bootstrap) as s:
+            s.sendall(encode_request(SaslHandshakeV0(mechanism="PLAIN"), correlation_id=1)
+                      + struct.pack(">i", 12) + b"\0admin\0wrong")
+        time.sleep(0.05)  # the failure completes after the client closed
+    with connect(b.bootstrap) as s:
+        assert _ask(s, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+
+
 # -- the SCRAM exchange by hand (RFC 5802's arithmetic, the server's signature) ----------
 
 
