@@ -279,6 +279,7 @@ def test_sasl_ssl_authenticates_through_sasl_after_the_handshake(
 ) -> None:
     settings = _tls(pki, ssl_client_auth="requested")
     settings["listeners"] = ["SASL_SSL://127.0.0.1:0"]
+    del settings["security.inter.broker.protocol"]  # Kafka refuses both settings
     settings["inter.broker.listener.name"] = "SASL_SSL"
     b = broker_factory(settings, plugins=["metadata_kraft", SecretGate.NAME])
     assert b.broker is not None
