@@ -454,7 +454,8 @@ class ZkMetadataBackend:
         live = set(cache.brokers)
         for name in self._dirty:
             topic = cache.topics.get(name)
-            built = None if topic is None else _topic_image(name, topic, live)
+            built = None if topic is None else _topic_image(
+                name, topic, live, self._topic_images.get(name))
             if built is None:
                 self._topic_images.pop(name, None)
             else:
@@ -788,18 +789,26 @@ class ZkMetadataBackend:
                 continue  # another broker took a block meanwhile
 
 
-def _topic_image(name: str, topic: TopicZnodes, live: set[int]) -> TopicImage | None:
-    """The topic as clients may see it: once it has an id, its partitions up to the
-    first without a state (the controller writes them all at once)."""
+def _topic_image(name: str, topic: TopicZnodes, live: set[int],
+                 previous: TopicImage | None) -> TopicImage | None:
+    """The topic as clients may see it: once it has an id and every partition of its
+    assignment has a state. Partitions being added appear together, once all have one:
+    a client must never see a partition count in between (coordinators hash their keys
+    over it)."""
     assignment = topic.assignment
     if assignment is None or assignment.topic_id is None:
         return None
+    count = len(assignment.partitions)
+    if any(topic.states.get(p) is None or p not in assignment.partitions
+           for p in range(count)):
+        count = 0 if previous is None or previous.topic_id != assignment.topic_id \
+            else len(previous.partitions)
     partitions: dict[int, PartitionState] = {}
-    for partition in range(len(assignment.partitions)):
+    for partition in range(count):
         replicas = assignment.partitions.get(partition)
         state = topic.states.get(partition)
         if replicas is None or state is None:
-            break
+            return previous
         partitions[partition] = PartitionState(
             partition=partition, replicas=replicas, isr=state.isr, leader=state.leader,
             leader_epoch=state.leader_epoch, partition_epoch=state.zk_version,
