@@ -45,6 +45,11 @@ class ZooKeeper:
         if self._stopped:
             return
         self._stopped = True
+        self.kill()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """End the server (SIGTERM, then SIGKILL), keeping its data for restart()."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -52,7 +57,13 @@ class ZooKeeper:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def restart(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Start it again on the same port and data (its sessions survive if they have
+        not timed out meanwhile)."""
+        self.kill()
+        self.process = _launch(self.data_dir)
+        _wait_answering(self, timeout)
 
     def __enter__(self) -> ZooKeeper:
         return self
@@ -84,21 +95,28 @@ def start(timeout: float = STARTUP_TIMEOUT) -> ZooKeeper:
         f"dataDir={data_dir / 'data'}\nclientPort={port}\nclientPortAddress={HOST}\n"
         "tickTime=500\nmaxSessionTimeout=60000\nadmin.enableServer=false\n"
         "4lw.commands.whitelist=ruok,stat\n")
+    zk = ZooKeeper(HOST, port, data_dir, _launch(data_dir))
+    _wait_answering(zk, timeout)
+    return zk
+
+
+def _launch(data_dir: Path) -> subprocess.Popen[bytes]:
     setpriv = shutil.which("setpriv")  # PR_SET_PDEATHSIG: no ZooKeeper outlives the tests
-    with open(data_dir / "zookeeper.out", "wb") as out:
-        process = subprocess.Popen(
+    with open(data_dir / "zookeeper.out", "ab") as out:
+        return subprocess.Popen(
             [*([setpriv, "--pdeathsig", "TERM"] if setpriv else []), "java", "-Xmx128m",
-             "-cp", str(ZOOKEEPER_JAR), MAIN, str(config)],
+             "-cp", str(ZOOKEEPER_JAR), MAIN, str(data_dir / "zoo.cfg")],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=data_dir)
-    zk = ZooKeeper(HOST, port, data_dir, process)
+
+
+def _wait_answering(zk: ZooKeeper, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not _answers(zk):
-        if process.poll() is not None or time.monotonic() > deadline:
-            log = (data_dir / "zookeeper.out").read_text(errors="replace")[-3000:]
+        if zk.process.poll() is not None or time.monotonic() > deadline:
+            log = (zk.data_dir / "zookeeper.out").read_text(errors="replace")[-3000:]
             zk.stop()
             raise RuntimeError(f"ZooKeeper did not start on {zk.connect}:\n{log}")
         time.sleep(0.1)
-    return zk
 
 
 def _answers(zk: ZooKeeper) -> bool:

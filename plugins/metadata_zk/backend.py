@@ -17,10 +17,18 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from kernel.cluster import (
     NO_LEADER,
@@ -81,6 +89,8 @@ from .znodes import (
     topic_path,
     uuid_to_kafka,
 )
+
+T = TypeVar("T")
 
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -499,6 +509,21 @@ class ZkMetadataBackend:
         finally:
             self._waiters.remove(entry)
 
+    async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A change a client asked for, on the ZooKeeper thread: ZooKeeper out of reach
+        answers REQUEST_TIMED_OUT (as Kafka's requests do then), not a server error."""
+        try:
+            return await asyncio.wait_for(self._zk.call(fn, *args, **kwargs), CHANGE_TIMEOUT_S)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             "ZooKeeper did not answer in time.") from None
+        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError) as e:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             f"ZooKeeper is not reachable: {type(e).__name__}.") from None
+        except KazooException as e:
+            raise KafkaError(ErrorCode.unknown_server_error,
+                             f"ZooKeeper refused the change: {type(e).__name__}.") from None
+
     # -- topics -----------------------------------------------------------------------
 
     async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
@@ -528,7 +553,7 @@ class ZkMetadataBackend:
             writes.append((name, uuid.uuid4(), dict(enumerate(assignment)), topic.configs))
         if not writes:
             return []
-        await self._zk.call(self._write_topics, writes)
+        await self._write(self._write_topics, writes)
         expected = {name: (topic_id, len(a)) for name, topic_id, a, _ in writes}
         await self._until(lambda: all(
             (t := self._image.topics.get(name)) is not None and t.topic_id == tid
@@ -595,7 +620,7 @@ class ZkMetadataBackend:
             for name in names:
                 self._zk.create_if_absent(delete_topic_path(name))
 
-        await self._zk.call(request)
+        await self._write(request)
         await self._until(lambda: all(
             (t := self._image.topics.get(n)) is None or t.topic_id != tid
             for n, tid in gone.items()), "the controller to delete the topics")
@@ -633,13 +658,17 @@ class ZkMetadataBackend:
                                   replica_shift=start, first_partition=count)
         partitions = dict(cached.assignment.partitions)
         partitions.update(enumerate(new, start=count))
-        try:
-            await self._zk.call(self._zk.kazoo.set, topic_path(topic),
-                                encode_topic(current.topic_id, partitions),
-                                version=cached.version)
-        except BadVersionError:
-            raise KafkaError(ErrorCode.reassignment_in_progress,
-                             f"Topic '{topic}' changed meanwhile; try again.") from None
+        data, version = encode_topic(current.topic_id, partitions), cached.version
+
+        def write() -> None:
+            """AdminZkClient.addPartitions: the whole assignment, at the version read."""
+            try:
+                self._zk.kazoo.set(topic_path(topic), data, version=version)
+            except BadVersionError:
+                raise KafkaError(ErrorCode.reassignment_in_progress,
+                                 f"Topic '{topic}' changed meanwhile; try again.") from None
+
+        await self._write(write)
         await self._until(lambda: (t := self._image.topics.get(topic)) is not None
                           and len(t.partitions) == new_total,
                           "the controller to create the new partitions")
@@ -652,7 +681,7 @@ class ZkMetadataBackend:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"Topic '{topic}' does not exist.")
         wanted = dict(configs)
-        await self._zk.call(self._write_configs, "topics", topic, wanted)
+        await self._write(self._write_configs, "topics", topic, wanted)
         await self._until(lambda: (t := self._image.topics.get(topic)) is None
                           or dict(t.configs) == wanted, "the topic's configs to show")
 
@@ -660,7 +689,7 @@ class ZkMetadataBackend:
         if broker_id < -1:
             raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {broker_id}.")
         wanted = dict(configs)
-        await self._zk.call(self._write_configs, "brokers", broker_entity(broker_id), wanted)
+        await self._write(self._write_configs, "brokers", broker_entity(broker_id), wanted)
         await self._until(lambda: dict(self._image.broker_configs.get(broker_id, {})) == wanted,
                           "the broker's configs to show")
 
@@ -692,7 +721,7 @@ class ZkMetadataBackend:
             configs = users.setdefault(c.name, dict(self._cache.user_configs.get(c.name, {})))
             configs[SCRAM_MECHANISMS[c.mechanism]] = scram_to_config(c)
         for name, configs in users.items():
-            await self._zk.call(self._write_configs, "users", sanitize(name), configs)
+            await self._write(self._write_configs, "users", sanitize(name), configs)
         await self._until(lambda: all(
             self._cache.user_configs.get(n, {}) == c for n, c in users.items()),
             "the users' credentials to show")
@@ -753,7 +782,7 @@ class ZkMetadataBackend:
                 raise errors[0]
             return int(results[0].version)
 
-        version = await self._zk.call(write)
+        version = await self._write(write)
         await self._until(lambda: (p := self._image.partition(topic, partition)) is None
                           or p.partition_epoch >= version, "the partition's new ISR to show")
         result = self._image.partition(topic, partition)
@@ -763,7 +792,7 @@ class ZkMetadataBackend:
         return result
 
     async def allocate_producer_ids(self) -> range:
-        return await self._zk.call(self._allocate_producer_ids)
+        return await self._write(self._allocate_producer_ids)
 
     def _allocate_producer_ids(self) -> range:
         """Kafka's ZkProducerIdManager.getNewProducerIdBlock: the next block after

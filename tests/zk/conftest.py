@@ -63,8 +63,15 @@ def zk_broker(zk_broker_factory: Callable[..., EmbeddedBroker]) -> EmbeddedBroke
 
 
 @pytest.fixture
-def kazoo(zk_connect: str) -> Iterator[KazooClient]:
-    """A client of the test's chroot, to read the znodes as Kafka's tools would."""
+def kazoo(zookeeper: zookeeper_launcher.ZooKeeper, chroot: str, zk_connect: str,
+          ) -> Iterator[KazooClient]:
+    """A client of the test's chroot, to read the znodes as Kafka's tools would (the
+    chroot made first, as a broker started later would)."""
+    root = KazooClient(hosts=zookeeper.connect)
+    root.start(timeout=30)
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
     client = KazooClient(hosts=zk_connect)
     client.start(timeout=30)
     yield client

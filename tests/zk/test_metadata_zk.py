@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 
 from kernel.testing.embedded import EmbeddedBroker
 from plugins.metadata_zk.znodes import uuid_to_kafka
+from tests import zookeeper as zookeeper_launcher
 
 BROKER_ID = 1  # EmbeddedBroker's default broker.id
 
@@ -308,3 +309,33 @@ def test_unknown_topic_and_invalid_requests_keep_kafkas_errors(
         admin.create_topics([NewTopic("wide", 1, 3)])["wide"].result(timeout=30)
     with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
         admin.delete_topics(["never"])["never"].result(timeout=30)
+
+
+@pytest.fixture
+def own_zookeeper() -> Any:
+    """A ZooKeeper of this test alone, to stop and restart."""
+    zk = zookeeper_launcher.start()
+    yield zk
+    zk.stop()
+
+
+def test_a_zookeeper_restart_leaves_the_broker_serving(
+        own_zookeeper: Any, zk_broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    zk = own_zookeeper
+    b = zk_broker_factory(zk={"zookeeper.connect": zk.connect + "/kafka",
+                              "zookeeper.session.timeout.ms": 10000})
+    _create_topic(b, "through")
+    _produce(b.bootstrap, "through", [b"before"])
+    epoch = b.broker.metadata.image.topics["through"].partitions[0].leader_epoch
+
+    zk.kill()
+    # The image it has keeps the broker serving the topics it knows.
+    _produce(b.bootstrap, "through", [b"during"])
+    assert _consume(b.bootstrap, "through", 2) == [b"before", b"during"]
+    zk.restart()
+
+    _create_topic(b, "after")  # the session, its watches and the controller carry on
+    _produce(b.bootstrap, "after", [b"x"])
+    assert _consume(b.bootstrap, "after", 1) == [b"x"]
+    assert b.broker.metadata.image.topics["through"].partitions[0].leader_epoch == epoch
+    assert b.broker.metadata.image.controller_id == BROKER_ID
