@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import MappingProxyType
@@ -97,6 +98,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # How long a change waits for the controller and the watches before the request is
 # answered REQUEST_TIMED_OUT (the change itself still goes on, as in Kafka).
 CHANGE_TIMEOUT_S = 30.0
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class BrokerIdInUse(Exception):
@@ -185,6 +187,7 @@ class ZkMetadataBackend:
         await self._watch_children("/config/brokers", self._on_broker_config_entities)
         await self._watch_children("/config/users", self._on_users)
         await self._watch_children(DELETE_TOPICS, self._on_deletions)
+        await self._watch_children(ISR_CHANGES, self._on_isr_changes)
         await self._register()
         await self._until(lambda: self._pending_watches == 0
                           and self._broker_id in self._cache.brokers,
@@ -442,6 +445,11 @@ class ZkMetadataBackend:
     def _on_deletions(self, children: list[str]) -> None:
         self._cache.deletions = set(children)
         self._changed()
+
+    def _on_isr_changes(self, children: list[str]) -> None:
+        self._cache.isr_changes = set(children)
+        if children:
+            self._changed()
 
     # -- publishing -------------------------------------------------------------------
 
@@ -709,6 +717,19 @@ class ZkMetadataBackend:
         errors = [r for r in t.commit() if isinstance(r, Exception)]
         if errors:
             raise errors[0]
+        self._purge_config_changes()
+
+    def _purge_config_changes(self) -> None:
+        """Notifications older than Kafka's 15 minutes (its change listener's
+        changeExpirationMs) go: every broker has read them by then (blocking)."""
+        k = self._zk.kazoo
+        horizon = time.time() * 1000 - CONFIG_CHANGE_EXPIRATION_MS
+        for child in k.get_children(CONFIG_CHANGES):
+            path = f"{CONFIG_CHANGES}/{child}"
+            stat = k.exists(path)
+            if stat is not None and stat.ctime < horizon:
+                with contextlib.suppress(NoNodeError):
+                    k.delete(path)
 
     async def alter_scram_credentials(
         self, upsertions: Sequence[ScramCredential], deletions: Sequence[tuple[str, int]],

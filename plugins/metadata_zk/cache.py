@@ -33,5 +33,7 @@ class ZnodeCache:
     # Topics named under /admin/delete_topics, waiting for the controller.
     deletions: set[str] = field(default_factory=set)
     broker_configs: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Children of /isr_change_notification, for the controller to consume.
+    isr_changes: set[str] = field(default_factory=set)
     # /config/users/<sanitized name>, by the user's name.
     user_configs: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -34,6 +34,7 @@ from .znodes import (
     CONTROLLER,
     CONTROLLER_EPOCH,
     DELETE_TOPICS,
+    ISR_CHANGES,
     LeaderAndIsr,
     config_path,
     decode_controller_epoch,
@@ -166,6 +167,12 @@ class ZkController:
             live.add(self._broker_id)  # registered this session, maybe not yet delivered
         for name in sorted(cache.deletions):
             if not await self._commit_fenced(self._delete_topic_ops, name):
+                return
+        if cache.isr_changes:
+            # Leaders announce ISR changes here; brokers read the states through their
+            # watches already, so the controller only consumes the notifications.
+            ops = [("delete", f"{ISR_CHANGES}/{c}") for c in sorted(cache.isr_changes)]
+            if not await self._commit_fenced(lambda: ops):
                 return
         for name, topic in sorted(cache.topics.items()):
             if name in cache.deletions or topic.assignment is None:

@@ -27,6 +27,8 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
+from kernel.cluster import NewTopic as NewTopicSpec
+from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.testing.embedded import EmbeddedBroker
 from plugins.metadata_zk.znodes import uuid_to_kafka
 from tests import zookeeper as zookeeper_launcher
@@ -339,3 +341,34 @@ def test_a_zookeeper_restart_leaves_the_broker_serving(
     assert _consume(b.bootstrap, "after", 1) == [b"x"]
     assert b.broker.metadata.image.topics["through"].partitions[0].leader_epoch == epoch
     assert b.broker.metadata.image.controller_id == BROKER_ID
+
+
+def test_leader_isr_changes_and_the_controller_electing_from_the_isr(
+        zk_broker_factory: Callable[..., EmbeddedBroker], kazoo: KazooClient) -> None:
+    """Metadata only (no replication yet): a leader's ISR change is a conditional write
+    of the state znode, announced under /isr_change_notification, which the controller
+    consumes; when a leader's broker goes, the controller moves leadership within the
+    ISR and bumps the leader epoch."""
+    b = zk_broker_factory()
+    other = zk_broker_factory({"broker.id": 2})
+    backend: Any = b.broker.metadata
+    _wait(lambda: set(backend.image.brokers) == {1, 2}, "both brokers")
+    b.call(backend.create_topics([NewTopicSpec("shared", 0, 0, assignments={
+        0: (1, 2), 1: (2, 1)})]))
+    p0 = backend.image.partition("shared", 0)
+    assert (p0.leader, p0.isr, p0.partition_epoch) == (1, (1, 2), 0)
+
+    with pytest.raises(KafkaError) as stale:
+        b.call(backend.alter_partition("shared", 0, (1,), p0.leader_epoch, 7))
+    assert stale.value.error_code == ErrorCode.invalid_update_version
+    shrunk = b.call(backend.alter_partition("shared", 0, (1,), p0.leader_epoch, 0))
+    assert (shrunk.isr, shrunk.partition_epoch, shrunk.leader_epoch) == ((1,), 1, 0)
+    assert _json(kazoo, "/brokers/topics/shared/partitions/0/state")["isr"] == [1]
+    _wait(lambda: kazoo.get_children("/isr_change_notification") == [],
+          "the controller to consume the notification")
+
+    other.stop()
+    p1 = _wait(lambda: (p := backend.image.partition("shared", 1)).leader == 1 and p,
+               "partition 1 to move to broker 1")
+    assert (p1.isr, p1.leader_epoch, p1.offline_replicas) == ((1,), 1, (2,))
+    assert backend.image.partition("shared", 0).isr == (1,)
