@@ -14,12 +14,14 @@ from __future__ import annotations
 import base64
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel.config import ConfigError, ConfigSchema, StartupError, int_at_least, setting
 from kernel.hookspecs import hookimpl
 
 from .backend import BrokerIdInUse, ZkMetadataBackend, ZkUnreachable
+from .properties import MetaPropertiesMismatch
 
 if TYPE_CHECKING:
     from kernel.services import PluginServices
@@ -89,7 +91,7 @@ def kafkernel_metadata_backend(broker: PluginServices) -> ZkMetadataBackend:
         settings.zookeeper_connect, session_ms,
         settings.zookeeper_connection_timeout_ms or session_ms,
         broker.config.broker_id, registration, new_cluster_id=new_cluster_id,
-        logger=broker.log, source=source)
+        log_dirs=[Path(d) for d in broker.config.log_dirs], logger=broker.log, source=source)
 
 
 class _StartupErrors(ZkMetadataBackend):
@@ -107,3 +109,5 @@ class _StartupErrors(ZkMetadataBackend):
             raise StartupError(f"{key}: {e}") from None
         except BrokerIdInUse as e:
             raise StartupError(f"{self._source}: broker.id: {e}") from None
+        except MetaPropertiesMismatch as e:
+            raise StartupError(f"{self._source}: log.dirs: {e}") from None

@@ -17,6 +17,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -47,6 +48,7 @@ from kernel.protocol.errors import ErrorCode, KafkaError
 from .cache import TopicZnodes, ZnodeCache
 from .controller import ZkController
 from .placement import assign_replicas
+from .properties import check_meta_properties
 from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
 from .znodes import (
     BROKER_IDS,
@@ -117,11 +119,14 @@ class ZkMetadataBackend:
     :param broker_id: this broker's ``broker.id``.
     :param registration: its endpoints, registered ephemerally under /brokers/ids.
     :param new_cluster_id: makes the id /cluster/id gets when this broker is the first.
+    :param log_dirs: the broker's ``log.dirs``, each tied to the cluster and broker id by
+        its ``meta.properties``.
     """
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int,
                  broker_id: int, registration: BrokerRegistration, *,
-                 new_cluster_id: Callable[[], str], logger: Any = None,
+                 new_cluster_id: Callable[[], str], log_dirs: Sequence[Path] = (),
+                 logger: Any = None,
                  rng: random.Random | None = None) -> None:
         self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_zk")
         self._zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms,
@@ -129,6 +134,7 @@ class ZkMetadataBackend:
         self._broker_id = broker_id
         self._registration = registration
         self._new_cluster_id = new_cluster_id
+        self._log_dirs = list(log_dirs)
         self._rng = rng or random.Random()
         self._cache = ZnodeCache()
         self._cluster_id = ""
@@ -174,12 +180,15 @@ class ZkMetadataBackend:
 
     async def start(self) -> None:
         """Connect, make Kafka's top-level paths and the cluster id, learn the znodes,
-        register this broker, then stand for controller. Raises ZkUnreachable or
-        BrokerIdInUse (the plugin turns them into one start-up line)."""
+        register this broker, then stand for controller. Raises ZkUnreachable,
+        MetaPropertiesMismatch or BrokerIdInUse (the plugin turns them into one
+        start-up line)."""
         if self._started:
             raise RuntimeError("metadata backend already started")
         await self._zk.start()
         self._cluster_id = await self._zk.call(self._prepare_paths)
+        await asyncio.get_running_loop().run_in_executor(
+            None, check_meta_properties, self._log_dirs, self._broker_id, self._cluster_id)
         self._image = _empty_image(self._cluster_id, -1)
         self._started = True
         await self._watch_children(BROKER_IDS, self._on_broker_ids)

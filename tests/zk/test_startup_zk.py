@@ -8,8 +8,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from kernel.config import StartupError
 from kernel.testing.embedded import EmbeddedBroker
+from tests.zk.conftest import ZK_PLUGINS
 from tests.zookeeper import free_port
 
 TIMEOUT_S = 90
@@ -69,3 +74,36 @@ def test_a_second_broker_id_joins_the_same_cluster(
     while set(first.image.brokers) != {1, 2}:  # through its /brokers/ids watch
         assert time.monotonic() < deadline, first.image.brokers
         time.sleep(0.1)
+
+
+def test_log_dirs_of_another_cluster_are_refused(
+        zookeeper: Any, zk_connect: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    tables = {"metadata_zk": {"zookeeper.connect": zk_connect}}
+    first = EmbeddedBroker(plugins=ZK_PLUGINS, data_dir=data, plugin_settings=tables).start()
+    cluster_id = first.broker.metadata.image.cluster_id
+    first.stop()
+    props = (data / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}\n" in props and "version=0\n" in props
+    assert "broker.id=1\n" in props
+
+    # Another chroot is another cluster.
+    elsewhere = {"metadata_zk": {"zookeeper.connect": zookeeper.connect + "/other-cluster"}}
+    with pytest.raises(StartupError, match=(
+            r"log.dirs: .*meta.properties: the cluster id \S+ in ZooKeeper doesn't match "
+            f"the stored cluster.id {cluster_id}: the broker is trying to join the wrong "
+            "cluster")):
+        EmbeddedBroker(plugins=ZK_PLUGINS, data_dir=data, plugin_settings=elsewhere).start()
+    with pytest.raises(StartupError, match="doesn't match stored broker.id 1"):
+        EmbeddedBroker({"broker.id": 2}, plugins=ZK_PLUGINS, data_dir=data,
+                       plugin_settings=tables).start()
+    # The same directory and cluster start again.
+    EmbeddedBroker(plugins=ZK_PLUGINS, data_dir=data, plugin_settings=tables).start().stop()
+
+
+def test_a_kraft_mode_log_dir_is_refused(zk_connect: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    EmbeddedBroker(data_dir=data).start().stop()  # metadata_kraft writes version=1
+    with pytest.raises(StartupError, match="version=1 is not a ZooKeeper-mode directory"):
+        EmbeddedBroker(plugins=ZK_PLUGINS, data_dir=data, plugin_settings={
+            "metadata_zk": {"zookeeper.connect": zk_connect}}).start()
