@@ -34,6 +34,7 @@ from kazoo.exceptions import (
 
 from kernel.cluster import (
     NO_LEADER,
+    AclBinding,
     BrokerRegistration,
     ClusterImage,
     ImageListener,
@@ -51,6 +52,9 @@ from .placement import assign_replicas
 from .properties import check_meta_properties
 from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
 from .znodes import (
+    ACL_PATHS,
+    ACL_RESOURCE_TYPES,
+    ACL_STORES,
     BROKER_IDS,
     CLUSTER_ID,
     CONFIG_CHANGE_PREFIX,
@@ -65,9 +69,12 @@ from .znodes import (
     TOPICS,
     LeaderAndIsr,
     ZnodeFormatError,
+    acl_id,
+    acl_path,
     broker_entity,
     broker_path,
     config_path,
+    decode_acls,
     decode_broker,
     decode_cluster_id,
     decode_config,
@@ -77,6 +84,7 @@ from .znodes import (
     decode_topic,
     delete_topic_path,
     desanitize,
+    encode_acls,
     encode_broker,
     encode_cluster_id,
     encode_config,
@@ -149,6 +157,9 @@ class ZkMetadataBackend:
         self._registered = False
         self.broker_epoch: int | None = None
         self._scram: dict[tuple[str, int], ScramCredential] = {}
+        # (resource type, name, pattern type) -> its ACLs, as /kafka-acl* last showed them
+        self._acl_znodes: dict[tuple[int, str, int], list[AclBinding]] = {}
+        self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
         self._stopping = False
@@ -197,6 +208,12 @@ class ZkMetadataBackend:
         await self._watch_children("/config/users", self._on_users)
         await self._watch_children(DELETE_TOPICS, self._on_deletions)
         await self._watch_children(ISR_CHANGES, self._on_isr_changes)
+        for pattern_type, store in ACL_STORES.items():
+            for resource_type, type_name in ACL_RESOURCE_TYPES.items():
+                await self._watch_children(
+                    f"{store}/{type_name}",
+                    lambda names, r=resource_type, p=pattern_type: self._on_acl_names(
+                        r, p, names))
         await self._register()
         await self._until(lambda: self._pending_watches == 0
                           and self._broker_id in self._cache.brokers,
@@ -211,7 +228,7 @@ class ZkMetadataBackend:
     def _prepare_paths(self) -> str:
         """Kafka's createTopLevelPaths and getOrCreateClusterId (blocking)."""
         k = self._zk.kazoo
-        for path in PERSISTENT_PATHS:
+        for path in (*PERSISTENT_PATHS, *ACL_PATHS):
             k.ensure_path(path)
         try:
             data, _ = k.get(CLUSTER_ID)
@@ -449,6 +466,27 @@ class ZkMetadataBackend:
                                     lambda: scram_credentials(user, configs)) or []
         scram.update({(c.name, c.mechanism): c for c in credentials})
         self._scram = scram
+        self._changed()
+
+    def _on_acl_names(self, resource_type: int, pattern_type: int, names: list[str]) -> None:
+        for key in [k for k in self._acl_znodes
+                    if k[0] == resource_type and k[2] == pattern_type and k[1] not in names]:
+            self._unwatch(acl_path(*key))
+            self._on_acl(key, None)
+        for name in names:
+            key = (resource_type, name, pattern_type)
+            self._watch_later(acl_path(*key), "data",
+                              lambda data, stat, k=key: self._on_acl(k, data))
+
+    def _on_acl(self, key: tuple[int, str, int], data: bytes | None) -> None:
+        bindings = None if data is None else self._decoded(
+            acl_path(*key), lambda: decode_acls(*key, data))
+        if bindings:
+            self._acl_znodes[key] = bindings
+        else:
+            self._acl_znodes.pop(key, None)
+        self._acls = MappingProxyType({acl_id(b): b for bs in self._acl_znodes.values()
+                                       for b in bs})
         self._changed()
 
     def _on_deletions(self, children: list[str]) -> None:
@@ -756,6 +794,51 @@ class ZkMetadataBackend:
             self._cache.user_configs.get(n, {}) == c for n, c in users.items()),
             "the users' credentials to show")
 
+    # -- ACLs: Kafka's ZooKeeper authorizer layout ------------------------------------
+
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        return self._acls
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[uuid.UUID]:
+        for key, group in _by_pattern(bindings).items():
+            await self._write(self._rewrite_acls, key, group, ())
+        await self._until(lambda: all(acl_id(b) in self._acls for b in bindings),
+                          "the ACLs to show")
+        return [acl_id(b) for b in bindings]
+
+    async def remove_acls(self, ids: Sequence[uuid.UUID]) -> None:
+        gone = [self._acls[i] for i in ids if i in self._acls]
+        for key, group in _by_pattern(gone).items():
+            await self._write(self._rewrite_acls, key, (), group)
+        await self._until(lambda: not any(i in self._acls for i in ids),
+                          "the ACLs to go")
+
+    def _rewrite_acls(self, key: tuple[int, str, int], add: Sequence[AclBinding],
+                      remove: Sequence[AclBinding]) -> None:
+        """One resource pattern's znode rewritten at the version read, as ZkAclStore
+        updates it (blocking); deleted once it holds no ACL."""
+        k = self._zk.kazoo
+        path = acl_path(*key)
+        while True:
+            try:
+                data, stat = k.get(path)
+                current, version = decode_acls(*key, data), stat.version
+            except NoNodeError:
+                current, version = [], None
+            merged = [b for b in current if b not in remove]
+            merged += [b for b in dict.fromkeys(add) if b not in merged]
+            try:
+                if version is None:
+                    if merged:
+                        k.create(path, encode_acls(merged), makepath=True)
+                elif merged:
+                    k.set(path, encode_acls(merged), version=version)
+                else:
+                    k.delete(path, version=version)
+                return
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue  # another broker changed it meanwhile: read again
+
     # -- partitions ---------------------------------------------------------------------
 
     async def alter_partition(self, topic: str, partition: int, isr: tuple[int, ...],
@@ -917,3 +1000,10 @@ def _check_assignment(assignment: list[tuple[int, ...]], brokers: set[int],
 
 
 __all__ = ["NO_LEADER", "BrokerIdInUse", "ZkMetadataBackend", "ZkUnreachable", "uuid_to_kafka"]
+
+
+def _by_pattern(bindings: Sequence[AclBinding]) -> dict[tuple[int, str, int], list[AclBinding]]:
+    groups: dict[tuple[int, str, int], list[AclBinding]] = {}
+    for b in bindings:
+        groups.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)
+    return groups

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from kernel.cluster import BrokerEndpoint, BrokerRegistration, ScramCredential
+from kernel.cluster import AclBinding, BrokerEndpoint, BrokerRegistration, ScramCredential
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -352,3 +352,54 @@ def decode_producer_id_block_end(data: bytes | None) -> int:
         return int(_parse(data)["block_end"])  # type: ignore[call-overload]
     except (KeyError, TypeError, ValueError):
         raise ZnodeFormatError("block_end missing") from None
+
+
+# -- ACLs: Kafka's ZooKeeper authorizer (AclAuthorizer, ZkAclStore) -------------------
+
+ACL_STORES = {3: "/kafka-acl", 4: "/kafka-acl-extended/prefixed"}  # by PatternType code
+# AclResourceType code -> the name ZkAclStore writes in paths.
+ACL_RESOURCE_TYPES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId",
+                      6: "DelegationToken", 7: "User"}
+_ACL_OPERATIONS = {2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter",
+                   8: "Describe", 9: "ClusterAction", 10: "DescribeConfigs",
+                   11: "AlterConfigs", 12: "IdempotentWrite", 13: "CreateTokens",
+                   14: "DescribeTokens", 15: "TwoPhaseCommit"}
+_ACL_OPERATION_CODES = {name: code for code, name in _ACL_OPERATIONS.items()}
+_ACL_PERMISSIONS = {2: "Deny", 3: "Allow"}
+_ACL_PERMISSION_CODES = {name: code for code, name in _ACL_PERMISSIONS.items()}
+ACL_PATHS = tuple(f"{store}/{name}" for store in ACL_STORES.values()
+                  for name in ACL_RESOURCE_TYPES.values())
+
+
+def acl_path(resource_type: int, name: str, pattern_type: int) -> str:
+    return f"{ACL_STORES[pattern_type]}/{ACL_RESOURCE_TYPES[resource_type]}/{name}"
+
+
+def encode_acls(bindings: Sequence[AclBinding]) -> bytes:
+    """The ACLs of one resource pattern: {"version":1,"acls":[...]} as Kafka wrote them."""
+    return _json({"version": 1, "acls": [
+        {"principal": b.principal, "permissionType": _ACL_PERMISSIONS[b.permission_type],
+         "operation": _ACL_OPERATIONS[b.operation], "host": b.host} for b in bindings]})
+
+
+def decode_acls(resource_type: int, name: str, pattern_type: int,
+                data: bytes | None) -> list[AclBinding]:
+    acls = _parse(data).get("acls")
+    if not isinstance(acls, list):
+        raise ZnodeFormatError("no acls list")
+    out: list[AclBinding] = []
+    for acl in acls:
+        if not isinstance(acl, dict):
+            raise ZnodeFormatError("an ACL is not an object")
+        try:
+            out.append(AclBinding(resource_type, name, pattern_type, str(acl["principal"]),
+                                  str(acl["host"]), _ACL_OPERATION_CODES[acl["operation"]],
+                                  _ACL_PERMISSION_CODES[acl["permissionType"]]))
+        except KeyError as e:
+            raise ZnodeFormatError(f"an ACL without a known {e}") from None
+    return out
+
+
+def acl_id(binding: AclBinding) -> uuid.UUID:
+    """ZooKeeper keeps no ACL ids: one derived from the binding, the same on every broker."""
+    return uuid.uuid5(uuid.NAMESPACE_OID, repr(binding))
