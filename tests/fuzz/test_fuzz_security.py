@@ -22,11 +22,11 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as HandshakeV1
 
+from kernel.testing.pki import make_pki
 from tests.broker_process import BrokerProcess, free_port
 from tests.fuzz.harness import Fuzzer
 from tests.fuzz.inputs import mutate
 from tests.fuzz.test_fuzz_broker import fuzz_settings
-from tests.integration.certs import make_pki
 from tests.integration.wire import encode_request
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

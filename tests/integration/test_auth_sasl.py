@@ -43,7 +43,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.certs import Pki, make_pki
+from kernel.testing.pki import Pki, make_pki
 from tests.integration.wire import (
     closed_by_broker,
     connect,

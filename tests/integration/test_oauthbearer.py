@@ -26,8 +26,8 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kernel.testing.embedded import EmbeddedBroker
+from kernel.testing.pki import make_pki
 from reference import tools
-from tests.integration.certs import make_pki
 from tests.integration.wire import (
     closed_by_broker,
     connect,

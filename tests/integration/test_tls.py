@@ -29,7 +29,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.types import TopicName
 
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.certs import CLIENT_SUBJECT, KEY_PASSWORD, Pki, make_pki
+from kernel.testing.pki import CLIENT_SUBJECT, KEY_PASSWORD, Pki, make_pki
 from tests.integration.wire import decode_response, encode_request, recv_frame
 from tests.plugins.session_plugins import MECHANISM, PRINCIPAL, SECRET, SecretGate
 from tests.plugins.tls_plugins import PrincipalRecorder
