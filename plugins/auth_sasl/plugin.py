@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from prometheus_client import Counter
 
-from kernel.config import ConfigError, ConfigSchema
+from kernel.config import SASL_ENABLED_MECHANISMS, ConfigError, ConfigSchema
 from kernel.hookspecs import hookimpl
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import InvalidRequest
@@ -83,6 +83,9 @@ class AuthSaslPlugin:
         self._reauthenticated: Counter | None = None
         self._failed_reauthentication: Counter | None = None
         self._jwks: Jwks | None = None
+        # listener -> the mechanisms its SaslHandshake offers, where Kafka's
+        # listener.name.<listener>.sasl.enabled.mechanisms overrides the plugin's list
+        self._offered: dict[str, tuple[str, ...]] = {}
         self._jwt_validator: JwtValidator | None = None
         self._succeeded: Counter | None = None
 
@@ -123,6 +126,7 @@ class AuthSaslPlugin:
     def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None] | None:
         self._broker = broker
         self._scram = ScramCredentials(broker.metadata)
+        self._offered = _listener_mechanisms(broker, broker.loaded.source)
         self._configure(broker.plugin_settings(PLUGIN_NAME) or AuthSaslSettings(),
                         broker.loaded.source)
         registry = broker.metrics.registry
@@ -140,7 +144,8 @@ class AuthSaslPlugin:
             "kafkernel_failed_reauthentication",
             "SASL re-authentications (KIP-368) that failed.", registry=registry)
         s = self._settings
-        if "OAUTHBEARER" not in s.sasl_enabled_mechanisms:
+        if not any("OAUTHBEARER" in m for m in (s.sasl_enabled_mechanisms,
+                                                  *self._offered.values())):
             return None
         assert s.sasl_oauthbearer_jwks_endpoint_url is not None  # checked by _configure
         self._jwks = Jwks(s.sasl_oauthbearer_jwks_endpoint_url,
@@ -163,7 +168,8 @@ class AuthSaslPlugin:
             users = parse_users(settings.plain_users, f"{where}.plain.users")
             if settings.plain_users_file:
                 users.update(read_users_file(settings.plain_users_file))
-            if "OAUTHBEARER" in settings.sasl_enabled_mechanisms:
+            if "OAUTHBEARER" in settings.sasl_enabled_mechanisms or any(
+                    "OAUTHBEARER" in m for m in self._offered.values()):
                 _check_oauthbearer(settings, where)
         except ValueError as e:
             raise ConfigError(str(e)) from None
@@ -195,7 +201,8 @@ class AuthSaslPlugin:
                                            mechanisms=())
         if PLUGIN_NAME in session.extensions:
             raise InvalidRequest("SaslHandshake during SASL authentication")
-        offered = tuple(self._settings.sasl_enabled_mechanisms)
+        offered = self._offered.get(session.listener_name,
+                                    tuple(self._settings.sasl_enabled_mechanisms))
         if request.mechanism not in offered:
             self._log_failure(session, request.mechanism, "unsupported SASL mechanism")
             session.close_after_response = True
@@ -349,3 +356,21 @@ def _check_oauthbearer(settings: AuthSaslSettings, where: str) -> None:
     if importlib.util.find_spec("jwt") is None:
         raise ValueError(f"{where}.sasl.enabled.mechanisms: OAUTHBEARER needs PyJWT: "
                          "install kafkernel[oauth]")
+
+
+def _listener_mechanisms(broker: PluginServices, source: str) -> dict[str, tuple[str, ...]]:
+    """Kafka's listener.name.<listener>.sasl.enabled.mechanisms, checked: each one a
+    mechanism this plugin serves."""
+    offered: dict[str, tuple[str, ...]] = {}
+    for listener, overrides in broker.config.listener_overrides.items():
+        mechanisms = overrides.get(SASL_ENABLED_MECHANISMS)
+        if mechanisms is None:
+            continue
+        unknown = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+        if unknown or not mechanisms:
+            raise ConfigError(
+                f"{source}: listener.name.{listener.lower()}.{SASL_ENABLED_MECHANISMS}: "
+                f"{', '.join(unknown) or 'none'} is not a mechanism the auth_sasl plugin "
+                f"serves (one or more of {', '.join(SUPPORTED_MECHANISMS)})")
+        offered[listener] = tuple(mechanisms)
+    return offered

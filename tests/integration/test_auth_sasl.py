@@ -12,6 +12,7 @@ import hmac
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -494,3 +495,62 @@ def test_sasl_requests_on_an_authenticated_connection_get_illegal_sasl_state(
         assert response.error_message == (
             "SaslAuthenticate request received after successful authentication")
         assert _ask(s, MetadataRequest(topics=())).brokers
+
+
+def test_each_sasl_listener_offers_its_own_mechanisms(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str, tmp_path: Path,
+) -> None:
+    """Kafka's listener.name.<listener>.sasl.enabled.mechanisms: PLAIN on the internal
+    SASL_PLAINTEXT listener only, SCRAM on the external SASL_SSL one only."""
+    pki = make_pki(tmp_path / "pki")
+    b = broker_factory({
+        "listeners": ["INTERNAL://127.0.0.1:0", "EXTERNAL://127.0.0.1:0"],
+        "listener.security.protocol.map": ["INTERNAL:SASL_PLAINTEXT", "EXTERNAL:SASL_SSL"],
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server"),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca"),
+        "listener.name.internal.sasl.enabled.mechanisms": ["PLAIN"],
+        "listener.name.external.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    }, plugins=PLUGINS, plugin_settings={"auth_sasl": {
+        "plain.users.file": users_file, "connection.failed.authentication.delay.ms": 0}})
+    assert b.broker is not None
+    internal, external = (f"127.0.0.1:{listener.port}" for listener in b.broker.listeners)
+    with connect(internal) as s:
+        answer = _ask(s, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+        assert (answer.error_code, answer.mechanisms) == (
+            ErrorCode.unsupported_sasl_mechanism, ("PLAIN",))
+    plain = {"bootstrap.servers": internal, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "PLAIN", "sasl.username": ADMIN,
+             "sasl.password": ADMIN_PASSWORD}
+    admin = AdminClient(plain)
+    kind = ScramMechanism.SCRAM_SHA_256
+    upsert = UserScramCredentialUpsertion(SCRAM_USER, ScramCredentialInfo(kind, 4096),
+                                          SCRAM_PASSWORD.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=15)
+    scram = {"bootstrap.servers": external, "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
+             "sasl.password": SCRAM_PASSWORD, "ssl.ca.location": pki.path("ca")}
+    assert len(_produce_and_consume(scram, 3)) == 3
+    assert "PLAIN" in _client_error({**scram, "sasl.mechanism": "PLAIN",
+                                     "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD})
+
+
+def test_a_listener_enabling_a_mechanism_no_plugin_serves_is_one_config_line(
+    tmp_path: Path, users_file: str,
+) -> None:
+    config = tmp_path / "k.toml"
+    config.write_text(
+        'listeners = ["SASL_PLAINTEXT://127.0.0.1:0"]\n'
+        '"inter.broker.listener.name" = "SASL_PLAINTEXT"\n'
+        f'"log.dirs" = ["{tmp_path / "data"}"]\n'
+        '"listener.name.sasl_plaintext.sasl.enabled.mechanisms" = ["GSSAPI"]\n'
+        '[plugins]\nenabled = ["metadata_kraft", "auth_sasl"]\n'
+        f'[plugins.auth_sasl]\n"plain.users.file" = "{users_file}"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "kernel", "serve", "--config", str(config)],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert ("listener.name.sasl_plaintext.sasl.enabled.mechanisms: GSSAPI is not a "
+            "mechanism the auth_sasl plugin serves") in result.stderr + result.stdout
