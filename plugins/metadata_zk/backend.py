@@ -42,13 +42,13 @@ from kernel.cluster import (
     PartitionState,
     ScramCredential,
     TopicImage,
+    assign_replicas,
     is_internal_topic,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
 from .controller import ZkController
-from .placement import assign_replicas
 from .properties import check_meta_properties
 from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
 from .znodes import (

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -45,6 +45,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
 from kernel.testing.pki import Pki, make_pki
+from tests.integration.roundtrip import produce_and_consume
 from tests.integration.wire import (
     closed_by_broker,
     connect,
@@ -94,24 +95,6 @@ def _add_scram_user(b: EmbeddedBroker, mechanism: str, user: str = SCRAM_USER,
         future.result(timeout=15)
 
 
-def _produce_and_consume(conf: dict[str, Any], n: int = 10) -> list[bytes]:
-    topic = "sasl-" + uuid.uuid4().hex[:8]
-    producer = Producer(conf)
-    for i in range(n):
-        producer.produce(topic, f"m{i}".encode())
-    assert producer.flush(20) == 0
-    consumer = Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(seen) < n and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            seen.append(msg.value())
-    consumer.close()
-    return seen
-
-
 def _client_error(conf: dict[str, Any]) -> str:
     """The first error librdkafka reports for ``conf`` (an authentication failure is
     reported through error_cb, not raised)."""
@@ -152,11 +135,11 @@ def test_confluent_kafka_over_sasl_plaintext_with_plain_and_scram(
     broker_factory: Callable[..., EmbeddedBroker], users_file: str,
 ) -> None:
     b = _sasl_broker(broker_factory, users_file)
-    assert len(_produce_and_consume(_client(b, "PLAIN", ADMIN, ADMIN_PASSWORD))) == 10
+    assert len(produce_and_consume(_client(b, "PLAIN", ADMIN, ADMIN_PASSWORD))) == 10
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         _add_scram_user(b, mechanism)
         conf = _client(b, mechanism, SCRAM_USER, SCRAM_PASSWORD)
-        assert len(_produce_and_consume(conf)) == 10
+        assert len(produce_and_consume(conf)) == 10
 
 
 def test_kafka_python_over_sasl_plaintext_with_plain_and_scram(
@@ -213,7 +196,7 @@ def test_scram_over_sasl_ssl(
     tls = {"ssl.ca.location": pki.path("ca")}
     _add_scram_user(b, "SCRAM-SHA-512", protocol="SASL_SSL", **tls)
     conf = _client(b, "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD, "SASL_SSL", **tls)
-    assert len(_produce_and_consume(conf)) == 10
+    assert len(produce_and_consume(conf)) == 10
 
 
 # -- failed logins -----------------------------------------------------------------------
@@ -467,7 +450,7 @@ def test_scram_users_survive_a_restart_and_their_passwords_are_not_stored(
     b.restart()
     for mechanism, user, password in (("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
                                       ("SCRAM-SHA-512", "other", "other-secret")):
-        assert len(_produce_and_consume(_client(b, mechanism, user, password), n=3)) == 3
+        assert len(produce_and_consume(_client(b, mechanism, user, password), n=3)) == 3
     metadata_log = b.data_dir.rglob("__cluster_metadata-0/*")
     stored = b"".join(p.read_bytes() for p in metadata_log if p.is_file())
     assert b'"name":"other"' in stored
@@ -531,7 +514,7 @@ def test_each_sasl_listener_offers_its_own_mechanisms(
     scram = {"bootstrap.servers": external, "security.protocol": "SASL_SSL",
              "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
              "sasl.password": SCRAM_PASSWORD, "ssl.ca.location": pki.path("ca")}
-    assert len(_produce_and_consume(scram, 3)) == 3
+    assert len(produce_and_consume(scram, 3)) == 3
     assert "PLAIN" in _client_error({**scram, "sasl.mechanism": "PLAIN",
                                      "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD})
 

@@ -11,14 +11,12 @@ import http.server
 import json
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
-from confluent_kafka import Consumer, Producer
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -28,6 +26,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kernel.testing.embedded import EmbeddedBroker
 from kernel.testing.pki import make_pki
 from reference import tools
+from tests.integration.roundtrip import produce_and_consume
 from tests.integration.wire import (
     closed_by_broker,
     connect,
@@ -121,36 +120,19 @@ def confluent_conf(b: EmbeddedBroker, token: Callable[[], str],
             "sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb, **extra}
 
 
-def roundtrip(conf: dict[str, Any], n: int = 5) -> list[bytes]:
-    topic = "oauth-" + uuid.uuid4().hex[:8]
-    producer = Producer(conf)
-    for i in range(n):
-        producer.produce(topic, f"m{i}".encode())
-    assert producer.flush(20) == 0
-    consumer = Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(seen) < n and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            seen.append(msg.value())
-    consumer.close()
-    return seen
-
-
 def test_confluent_kafka_over_sasl_plaintext_and_sasl_ssl(
     broker_factory: Callable[..., EmbeddedBroker], idp: IdentityProvider, tmp_path: Path,
 ) -> None:
     url = idp.jwks_file.as_uri()
     b = oauth_broker(broker_factory, url)
-    assert roundtrip(confluent_conf(b, idp.token)) == [f"m{i}".encode() for i in range(5)]
+    assert produce_and_consume(confluent_conf(b, idp.token), 5) == [
+        f"m{i}".encode() for i in range(5)]
     pki = make_pki(tmp_path / "pki")
     tls = oauth_broker(broker_factory, url, "SASL_SSL", **{
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server"),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca")})
     conf = confluent_conf(tls, idp.token, "SASL_SSL", **{"ssl.ca.location": pki.path("ca")})
-    assert len(roundtrip(conf)) == 5
+    assert len(produce_and_consume(conf, 5)) == 5
 
 
 def test_kafka_python_with_a_token_provider(
