@@ -525,6 +525,13 @@ class BrokerConfig:
         "connections.max.idle.ms", 600000, "Idle connections are closed after this.",
         check=at_least(1),
     )
+    connections_max_reauth_ms: int = setting(
+        "connections.max.reauth.ms", 0,
+        "KIP-368: a SASL session's longest life before the client must re-authenticate "
+        "(the broker closes a connection whose session expired on its next request); 0 "
+        "leaves only a credential's own expiry (an OAUTHBEARER token's exp).",
+        check=int_at_least(0),
+    )
     queued_max_request_bytes: int = setting(
         "queued.max.request.bytes", 268435456, "Request bytes held across all connections "
         "(arrived, not yet handled) before reads stop; -1 is unbounded, as Kafka's "
@@ -556,7 +563,8 @@ class BrokerConfig:
         "logging.level", "info", "Log level.",
         check=one_of("debug", "info", "warning", "error"),
     )
-    # listener.name.<name>.ssl.*: listener name (upper case) -> Kafka name -> value.
+    # listener.name.<name>.ssl.* and .sasl.enabled.mechanisms: listener name (upper
+    # case) -> Kafka name -> value.
     listener_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
@@ -769,22 +777,39 @@ LISTENER_PREFIX = "listener.name."
 def _listener_overrides(
     values: Mapping[str, Any], source: str
 ) -> dict[str, dict[str, Any]]:
-    """Kafka's per-listener settings, ``listener.name.<listener>.ssl.*``: checked as the
-    setting they override. The listener is matched case-insensitively (Kafka's prefix
-    is its lower-case name); the broker refuses a prefix that names no listener."""
+    """Kafka's per-listener settings, ``listener.name.<listener>.ssl.*`` (checked as the
+    setting they override) and ``listener.name.<listener>.sasl.enabled.mechanisms`` (the
+    mechanisms that listener's SaslHandshake offers, for the SASL plugin). The listener
+    is matched case-insensitively (Kafka's prefix is its lower-case name); the broker
+    refuses a prefix that names no listener."""
     keys = schema_keys(BrokerConfig)
     out: dict[str, dict[str, Any]] = {}
     for name, raw in values.items():
         where = f"{source}: {name}"
         listener, _, sub = name[len(LISTENER_PREFIX):].partition(".")
+        if listener and sub == SASL_ENABLED_MECHANISMS:
+            out.setdefault(listener.upper(), {})[sub] = _mechanism_list(raw, where)
+            continue
         key = keys.get(sub)
         if not listener or key is None or not sub.startswith("ssl."):
             raise ConfigError(
                 f"{where}: unknown key; per listener (listener.name.<listener>.KEY) only "
-                "the ssl.* settings may be set"
+                "the ssl.* settings and sasl.enabled.mechanisms may be set"
             )
         out.setdefault(listener.upper(), {})[sub] = coerce(key, raw, where)
     return out
+
+
+SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
+
+
+def _mechanism_list(raw: Any, where: str) -> list[str]:
+    """A list of mechanism names, or Kafka's comma-separated string of them."""
+    if isinstance(raw, str):
+        raw = [m.strip() for m in raw.split(",") if m.strip()]
+    if not isinstance(raw, list) or not all(isinstance(m, str) and m for m in raw):
+        raise ConfigError(f"{where}: expected a list of SASL mechanism names")
+    return list(raw)
 
 
 def _apply_override(

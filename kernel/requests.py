@@ -37,6 +37,11 @@ class Session:
     security_protocol: str = "PLAINTEXT"
     principal: str | None = None
     authenticated: bool = False
+    credential_expires_at_ms: int | None = None
+    # KIP-368: when the SASL session ends (time.monotonic() seconds), None for never.
+    # After it the kernel serves only ApiVersions and the SASL APIs (re-authentication)
+    # and closes the connection on any other request, as Kafka does.
+    session_expires_at: float | None = None
     client_software_name: str | None = None
     client_software_version: str | None = None
     # Plugins keep their per-connection state here, keyed by plugin name.
@@ -50,12 +55,15 @@ class Session:
     # InvalidRequest (or an awaitable that raises it) closes the connection.
     raw_sasl_token: Callable[[bytes], bytes | Awaitable[bytes]] | None = None
 
-    def authenticate(self, principal: str) -> None:
+    def authenticate(self, principal: str, *, expires_at_ms: int | None = None) -> None:
         """The connection's client is ``principal`` from now on: set at open by the
         kernel where the security protocol authenticates (``AUTHENTICATED_AT_OPEN``), by
-        the SASL plugin when its exchange succeeds."""
+        the SASL plugin when its exchange succeeds. ``expires_at_ms`` is when the
+        credential stops being valid (an OAUTHBEARER token's exp), for KIP-368's session
+        lifetime."""
         self.principal = principal
         self.authenticated = True
+        self.credential_expires_at_ms = expires_at_ms
 
 
 Authorize = Callable[[Session, str, str, str], bool]

@@ -17,6 +17,7 @@ import io
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import tempfile
@@ -94,6 +95,41 @@ def server_properties(port: int, controller_port: int, log_dir: Path) -> dict[st
     }
 
 
+def sasl_properties(port: int, controller_port: int, users: Mapping[str, str],
+                    super_user: str, tls: tuple[str, str] | None = None) -> dict[str, str]:
+    """Clients on a SASL_PLAINTEXT listener with PLAIN (``users``, as the listener's JAAS
+    users) and SCRAM-SHA-256/512 (created with AlterUserScramCredentials), the
+    StandardAuthorizer with ``super_user`` (who is also the brokers' own login), and the
+    controller on PLAINTEXT as ANONYMOUS, which must be a super user too. With ``tls``
+    (PEM keystore, PEM truststore) the listener is SASL_SSL instead."""
+    password = users[super_user]
+    plain_users = " ".join(f'user_{u}="{p}"' for u, p in users.items())
+    name = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+    tls_settings = {} if tls is None else {
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": tls[0],
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": tls[1]}
+    lower = name.lower()
+    return {
+        **tls_settings,
+        "listeners": f"{name}://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"{name}://{HOST}:{port}",
+        "inter.broker.listener.name": name,
+        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{name}:{name}",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        f"listener.name.{lower}.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{super_user}" password="{password}" {plain_users};',
+        f"listener.name.{lower}.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        f"listener.name.{lower}.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{super_user};User:ANONYMOUS",
+        "connection.failed.authentication.delay.ms": "0",
+    }
+
+
 @dataclass
 class ReferenceKafka:
     """A running Kafka; :meth:`stop` (or leaving the ``with`` block) ends it."""
@@ -155,9 +191,15 @@ def start(
     work_dir: str | Path | None = None,
     timeout: float = STARTUP_TIMEOUT,
     java: str = "java",
+    sasl_users: Mapping[str, str] | None = None,
+    super_user: str = "admin",
+    tls: tuple[str, str] | None = None,
 ) -> ReferenceKafka:
     """Format a fresh log dir and start Kafka on free loopback ports; returns once it
-    answers Metadata with itself as a broker. ``overrides`` are server.properties keys."""
+    answers Metadata with itself as a broker. ``overrides`` are server.properties keys.
+    With ``sasl_users`` (user -> password) clients must log in over SASL_PLAINTEXT, and
+    ACLs are enforced (``sasl_properties``; over TLS with ``tls``); readiness is then
+    ApiVersions answered."""
     if not is_fetched():
         raise KafkaNotFetched(
             f"Apache Kafka {kafka_version()} is not fetched into {libs_dir()}: run ./dev test"
@@ -170,6 +212,8 @@ def start(
     log_dir = work / "kraft-logs"
     port, controller_port = _free_ports(2)
     props = server_properties(port, controller_port, log_dir)
+    if sasl_users is not None:
+        props.update(sasl_properties(port, controller_port, sasl_users, super_user, tls))
     props.update(overrides or {})
     config = work / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -205,7 +249,12 @@ def start(
         startup_seconds=0.0, remove_work_dir=own_dir,
     )
     deadline = began + timeout
-    while not answers_metadata(kafka.bootstrap):
+    def ready(bootstrap: str) -> bool:
+        if sasl_users is None:
+            return answers_metadata(bootstrap)
+        return answers_api_versions(bootstrap, tls=tls is not None)
+
+    while not ready(kafka.bootstrap):
         if process.poll() is not None or time.monotonic() > deadline:
             why = (f"exited with {process.returncode}" if process.returncode is not None
                    else f"did not answer Metadata within {timeout:.0f} s")
@@ -233,6 +282,29 @@ def answers_metadata(bootstrap: str) -> bool:
     # correlation id (4 bytes), empty tagged fields of response header v1 (1 byte)
     response, _ = entity_reader(MetadataResponse)(frame, 5)
     return len(response.brokers) > 0
+
+
+def answers_api_versions(bootstrap: str, *, tls: bool = False) -> bool:
+    """ApiVersions (v0) answered: a SASL listener serves it before authentication, and
+    Kafka opens its listeners once the broker has started. ``tls``: over TLS, the
+    server's certificate not checked (a readiness probe of our own broker)."""
+    host, port = bootstrap.rsplit(":", 1)
+    request = struct.pack(">hhih", 18, 0, 1, len("probe")) + b"probe"
+    try:
+        with socket.create_connection((host, int(port)), timeout=2.0) as raw:
+            sock = raw
+            if tls:
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+                sock = context.wrap_socket(raw, server_hostname=host)
+            sock.settimeout(5.0)
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            head = _recv_exactly(sock, 4)
+            frame = _recv_exactly(sock, struct.unpack(">i", head)[0])
+    except (OSError, struct.error, EOFError):
+        return False
+    return len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == 0
 
 
 def _metadata_request() -> bytes:

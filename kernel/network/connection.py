@@ -330,9 +330,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _on_response_ready(self, fut: asyncio.Future[Any]) -> None:
         self._in_flight = None
-        if fut.cancelled() or self._closed:
+        if fut.cancelled():
             return
-        exc = fut.exception()
+        exc = fut.exception()  # retrieved even when the connection is gone meanwhile
+        if self._closed:
+            return
         if exc is not None:
             self._fail(str(exc) if isinstance(exc, InvalidRequest) else f"request failed: {exc!r}")
             return

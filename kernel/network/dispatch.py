@@ -69,6 +69,10 @@ class RequestDispatcher:
             )
         if not session.authenticated and api_key not in PRE_AUTH_APIS:
             raise InvalidRequest(f"API key {api_key} before authentication completed")
+        expires = session.session_expires_at
+        if expires is not None and api_key not in PRE_AUTH_APIS and time.monotonic() >= expires:
+            raise InvalidRequest(f"API key {api_key} after the SASL session expired "
+                                 "without re-authentication (KIP-368)")
         header, body = decode_request(frame)
         ctx = RequestContext(
             self._services, self._authorize, session, api_key, api_version, correlation_id,

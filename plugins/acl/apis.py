@@ -138,20 +138,19 @@ def describe(metadata: MetadataBackend, ctx: RequestContext, request: Any) -> An
 # -- CreateAcls ---------------------------------------------------------------------
 
 
+def _not_a_binding(c: Any) -> bool:
+    return (c.resource_type == ResourceType.ANY
+            or c.resource_pattern_type in (PatternType.ANY, PatternType.MATCH)
+            or c.operation == AclOperation.ANY or c.permission_type == AclPermissionType.ANY)
+
+
 def _creation_problem(c: Any) -> str | None:
-    """AclApis' checks, then AclControlManager.validateNewAcl's, in Kafka's order."""
+    """AclApis' checks, in Kafka's order (AclControlManager.validateNewAcl's are
+    unreachable for the codes a request can carry once _not_a_binding passed)."""
     if c.resource_type == ResourceType.CLUSTER and c.resource_name != CLUSTER_NAME:
         return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if not c.resource_name:
         return "Invalid empty resource name"
-    if c.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
-        return f"Invalid resourceType {ResourceType(c.resource_type).name}"
-    if c.resource_pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        return f"Invalid patternType {PatternType(c.resource_pattern_type).name}"
-    if c.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
-        return f"Invalid operation {AclOperation(c.operation).name}"
-    if c.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
-        return f"Invalid permissionType {AclPermissionType(c.permission_type).name}"
     return None
 
 
@@ -162,13 +161,19 @@ async def create(metadata: MetadataBackend, ctx: RequestContext, request: Any) -
                         (PatternType, c.resource_pattern_type), (AclOperation, c.operation),
                         (AclPermissionType, c.permission_type))
 
-    def result(code: ErrorCode = ErrorCode.none, message: str | None = None) -> Any:
+    def result(code: ErrorCode = ErrorCode.none, message: str | None = "") -> Any:
+        # (Kafka's success carries an empty message, not a null one)
         return m.AclCreationResult(error_code=code, error_message=message)
 
     if not ctx.authorize(ctx.session, "ALTER", "CLUSTER", CLUSTER_NAME):
         return m.CreateAclsResponse(throttle_time=_NO_THROTTLE, results=tuple(
             result(ErrorCode.cluster_authorization_failed, _CLUSTER_DENIED)
             for _ in request.creations))
+    if any(_not_a_binding(c) for c in request.creations):
+        # Kafka cannot even build the binding (ResourcePattern and AccessControlEntry
+        # refuse ANY and MATCH): the whole request fails as an unexpected error.
+        return m.CreateAclsResponse(throttle_time=_NO_THROTTLE, results=tuple(
+            result(ErrorCode.unknown_server_error, None) for _ in request.creations))
     results: list[Any] = []
     valid: list[AclBinding] = []
     for c in request.creations:

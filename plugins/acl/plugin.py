@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge
 
-from kernel.cluster import ClusterImage, MetadataBackend
+from kernel.cluster import MetadataBackend
 from kernel.config import ConfigSchema
 from kernel.hookspecs import hookimpl
 from kernel.requests import ApiRegistry, Session
@@ -71,24 +71,22 @@ class AclPlugin:
                                "Authorization decisions that denied.", registry=registry)
         Gauge("kafkernel_acls", "ACLs in the metadata log.",
               registry=registry).set_function(lambda: len(self.metadata.acls()))
-        broker.metadata.add_listener(self._on_image)
-        self._refresh()
 
-    def _on_image(self, previous: ClusterImage, image: ClusterImage) -> None:
-        self._refresh()
-
-    def _refresh(self) -> None:
+    def _current(self) -> AclIndex:
+        """The index of the backend's ACLs, rebuilt when they changed (the backend
+        replaces its mapping on a change, so one identity test per decision suffices)."""
         acls = self.metadata.acls()
         if acls is not self._indexed:
             self._index = AclIndex(acls.values())
             self._indexed = acls
+        return self._index
 
     @hookimpl
     def kafkernel_authorize(self, session: Session, operation: str, resource_type: str,
                             resource_name: str) -> bool:
         principal = session.principal or _ANONYMOUS
         host = _host(session)
-        decision = decide(self._index, self._super_users,
+        decision = decide(self._current(), self._super_users,
                           self._settings.allow_everyone_if_no_acl_found, principal, host,
                           AclOperation[operation], ResourceType[resource_type],
                           resource_name)
@@ -110,7 +108,7 @@ class AclPlugin:
                                              resource_type: str) -> bool:
         principal = session.principal or _ANONYMOUS
         return decide_by_resource_type(
-            self._index, self._super_users, self._settings.allow_everyone_if_no_acl_found,
+            self._current(), self._super_users, self._settings.allow_everyone_if_no_acl_found,
             principal, _host(session),
             AclOperation[operation], ResourceType[resource_type])
 

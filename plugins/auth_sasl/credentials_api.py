@@ -123,7 +123,8 @@ def describe(credentials: ScramCredentials, ctx: RequestContext, request: Any) -
             found = credentials.of_user(name)
             infos = tuple(m.CredentialInfo(mechanism=mechanism, iterations=iterations)
                           for mechanism, iterations in sorted(found.items()))
-            code, message = ((ErrorCode.none, None) if found else (
+            # Kafka's result carries an empty message, not a null one, for a user found
+            code, message = ((ErrorCode.none, "") if found else (
                 ErrorCode.resource_not_found,
                 f"Attempt to describe a user credential that does not exist: {name}"))
         seen.add(name)

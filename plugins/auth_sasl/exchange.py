@@ -6,7 +6,12 @@ __all__ = ["AuthenticationFailed", "InvalidCredentials"]
 
 
 class AuthenticationFailed(Exception):
-    """Kafka's SaslAuthenticationException: its message is sent to the client."""
+    """Kafka's SaslAuthenticationException: its message is sent to the client; the
+    reason, when given, is what the broker logs (OAUTHBEARER's message is a bare status)."""
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class InvalidCredentials(Exception):

@@ -32,12 +32,12 @@ from kernel.cluster import (
     PartitionState,
     ScramCredential,
     TopicImage,
+    assign_replicas,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
 
 from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
 from .log import MetadataLog
-from .placement import assign_replicas
 from .properties import ensure_meta_properties
 from .records import (
     AccessControlEntryRecord,

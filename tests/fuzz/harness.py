@@ -34,12 +34,14 @@ class Fuzzer:
         self._recent: deque[bytes] = deque(maxlen=8)
         self.topic_id = uuid.UUID(int=0)  # of the topic the produce inputs go to
 
-    def send(self, data: bytes) -> None:
-        """One input on a new connection; waits briefly for an answer or a close."""
+    def send(self, data: bytes, port: int | None = None) -> None:
+        """One input on a new connection (to the broker's port, or ``port`` of another of
+        its listeners); waits briefly for an answer or a close."""
         self._recent.append(data)
         self.sent += 1
         try:
-            with socket.create_connection(("127.0.0.1", self.broker.port), timeout=5) as sock:
+            with socket.create_connection(("127.0.0.1", port or self.broker.port),
+                                          timeout=5) as sock:
                 sock.sendall(data)
                 sock.settimeout(ANSWER_WAIT_S)
                 try:

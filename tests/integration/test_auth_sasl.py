@@ -12,6 +12,7 @@ import hmac
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -43,7 +44,8 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.certs import Pki, make_pki
+from kernel.testing.pki import Pki, make_pki
+from tests.integration.roundtrip import produce_and_consume
 from tests.integration.wire import (
     closed_by_broker,
     connect,
@@ -93,24 +95,6 @@ def _add_scram_user(b: EmbeddedBroker, mechanism: str, user: str = SCRAM_USER,
         future.result(timeout=15)
 
 
-def _produce_and_consume(conf: dict[str, Any], n: int = 10) -> list[bytes]:
-    topic = "sasl-" + uuid.uuid4().hex[:8]
-    producer = Producer(conf)
-    for i in range(n):
-        producer.produce(topic, f"m{i}".encode())
-    assert producer.flush(20) == 0
-    consumer = Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(seen) < n and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            seen.append(msg.value())
-    consumer.close()
-    return seen
-
-
 def _client_error(conf: dict[str, Any]) -> str:
     """The first error librdkafka reports for ``conf`` (an authentication failure is
     reported through error_cb, not raised)."""
@@ -151,11 +135,11 @@ def test_confluent_kafka_over_sasl_plaintext_with_plain_and_scram(
     broker_factory: Callable[..., EmbeddedBroker], users_file: str,
 ) -> None:
     b = _sasl_broker(broker_factory, users_file)
-    assert len(_produce_and_consume(_client(b, "PLAIN", ADMIN, ADMIN_PASSWORD))) == 10
+    assert len(produce_and_consume(_client(b, "PLAIN", ADMIN, ADMIN_PASSWORD))) == 10
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         _add_scram_user(b, mechanism)
         conf = _client(b, mechanism, SCRAM_USER, SCRAM_PASSWORD)
-        assert len(_produce_and_consume(conf)) == 10
+        assert len(produce_and_consume(conf)) == 10
 
 
 def test_kafka_python_over_sasl_plaintext_with_plain_and_scram(
@@ -212,7 +196,7 @@ def test_scram_over_sasl_ssl(
     tls = {"ssl.ca.location": pki.path("ca")}
     _add_scram_user(b, "SCRAM-SHA-512", protocol="SASL_SSL", **tls)
     conf = _client(b, "SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD, "SASL_SSL", **tls)
-    assert len(_produce_and_consume(conf)) == 10
+    assert len(produce_and_consume(conf)) == 10
 
 
 # -- failed logins -----------------------------------------------------------------------
@@ -345,6 +329,22 @@ def test_sasl_handshake_v0_is_followed_by_raw_tokens(
         assert ok.error_code == 0
 
 
+def test_a_client_gone_before_its_failed_raw_login_is_answered_logs_no_error(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str,
+) -> None:
+    """The failed raw login's close was an unretrieved task exception ("Task exception
+    was never retrieved", error level) when the client had already gone (found by
+    tests/fuzz/test_fuzz_security.py). The broker fixture fails on an error logged."""
+    b = _sasl_broker(broker_factory, users_file)
+    for _ in range(20):
+        with connect(b.bootstrap) as s:
+            s.sendall(encode_request(SaslHandshakeV0(mechanism="PLAIN"), correlation_id=1)
+                      + struct.pack(">i", 12) + b"\0admin\0wrong")
+        time.sleep(0.05)  # the failure completes after the client closed
+    with connect(b.bootstrap) as s:
+        assert _ask(s, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+
+
 # -- the SCRAM exchange by hand (RFC 5802's arithmetic, the server's signature) ----------
 
 
@@ -450,7 +450,7 @@ def test_scram_users_survive_a_restart_and_their_passwords_are_not_stored(
     b.restart()
     for mechanism, user, password in (("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
                                       ("SCRAM-SHA-512", "other", "other-secret")):
-        assert len(_produce_and_consume(_client(b, mechanism, user, password), n=3)) == 3
+        assert len(produce_and_consume(_client(b, mechanism, user, password), n=3)) == 3
     metadata_log = b.data_dir.rglob("__cluster_metadata-0/*")
     stored = b"".join(p.read_bytes() for p in metadata_log if p.is_file())
     assert b'"name":"other"' in stored
@@ -478,3 +478,62 @@ def test_sasl_requests_on_an_authenticated_connection_get_illegal_sasl_state(
         assert response.error_message == (
             "SaslAuthenticate request received after successful authentication")
         assert _ask(s, MetadataRequest(topics=())).brokers
+
+
+def test_each_sasl_listener_offers_its_own_mechanisms(
+    broker_factory: Callable[..., EmbeddedBroker], users_file: str, tmp_path: Path,
+) -> None:
+    """Kafka's listener.name.<listener>.sasl.enabled.mechanisms: PLAIN on the internal
+    SASL_PLAINTEXT listener only, SCRAM on the external SASL_SSL one only."""
+    pki = make_pki(tmp_path / "pki")
+    b = broker_factory({
+        "listeners": ["INTERNAL://127.0.0.1:0", "EXTERNAL://127.0.0.1:0"],
+        "listener.security.protocol.map": ["INTERNAL:SASL_PLAINTEXT", "EXTERNAL:SASL_SSL"],
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.path("server"),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.path("ca"),
+        "listener.name.internal.sasl.enabled.mechanisms": ["PLAIN"],
+        "listener.name.external.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    }, plugins=PLUGINS, plugin_settings={"auth_sasl": {
+        "plain.users.file": users_file, "connection.failed.authentication.delay.ms": 0}})
+    assert b.broker is not None
+    internal, external = (f"127.0.0.1:{listener.port}" for listener in b.broker.listeners)
+    with connect(internal) as s:
+        answer = _ask(s, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+        assert (answer.error_code, answer.mechanisms) == (
+            ErrorCode.unsupported_sasl_mechanism, ("PLAIN",))
+    plain = {"bootstrap.servers": internal, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "PLAIN", "sasl.username": ADMIN,
+             "sasl.password": ADMIN_PASSWORD}
+    admin = AdminClient(plain)
+    kind = ScramMechanism.SCRAM_SHA_256
+    upsert = UserScramCredentialUpsertion(SCRAM_USER, ScramCredentialInfo(kind, 4096),
+                                          SCRAM_PASSWORD.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=15)
+    scram = {"bootstrap.servers": external, "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": SCRAM_USER,
+             "sasl.password": SCRAM_PASSWORD, "ssl.ca.location": pki.path("ca")}
+    assert len(produce_and_consume(scram, 3)) == 3
+    assert "PLAIN" in _client_error({**scram, "sasl.mechanism": "PLAIN",
+                                     "sasl.username": ADMIN, "sasl.password": ADMIN_PASSWORD})
+
+
+def test_a_listener_enabling_a_mechanism_no_plugin_serves_is_one_config_line(
+    tmp_path: Path, users_file: str,
+) -> None:
+    config = tmp_path / "k.toml"
+    config.write_text(
+        'listeners = ["SASL_PLAINTEXT://127.0.0.1:0"]\n'
+        '"inter.broker.listener.name" = "SASL_PLAINTEXT"\n'
+        f'"log.dirs" = ["{tmp_path / "data"}"]\n'
+        '"listener.name.sasl_plaintext.sasl.enabled.mechanisms" = ["GSSAPI"]\n'
+        '[plugins]\nenabled = ["metadata_kraft", "auth_sasl"]\n'
+        f'[plugins.auth_sasl]\n"plain.users.file" = "{users_file}"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "kernel", "serve", "--config", str(config)],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert ("listener.name.sasl_plaintext.sasl.enabled.mechanisms: GSSAPI is not a "
+            "mechanism the auth_sasl plugin serves") in result.stderr + result.stdout

@@ -17,7 +17,7 @@ from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.metadata.v9.request import MetadataRequest as MetadataRequestV9
 
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.certs import Pki, make_pki
+from kernel.testing.pki import Pki, make_pki
 from tests.integration.test_tls import (
     TIMEOUT_S,
     _ask,

@@ -29,7 +29,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.types import TopicName
 
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.certs import CLIENT_SUBJECT, KEY_PASSWORD, Pki, make_pki
+from kernel.testing.pki import CLIENT_SUBJECT, KEY_PASSWORD, Pki, make_pki
 from tests.integration.wire import decode_response, encode_request, recv_frame
 from tests.plugins.session_plugins import MECHANISM, PRINCIPAL, SECRET, SecretGate
 from tests.plugins.tls_plugins import PrincipalRecorder
@@ -279,6 +279,7 @@ def test_sasl_ssl_authenticates_through_sasl_after_the_handshake(
 ) -> None:
     settings = _tls(pki, ssl_client_auth="requested")
     settings["listeners"] = ["SASL_SSL://127.0.0.1:0"]
+    del settings["security.inter.broker.protocol"]  # Kafka refuses both settings
     settings["inter.broker.listener.name"] = "SASL_SSL"
     b = broker_factory(settings, plugins=["metadata_kraft", SecretGate.NAME])
     assert b.broker is not None

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kernel.testing.embedded import EmbeddedBroker
+from kernel.testing.pki import CLIENT_SUBJECT, make_pki
 from reference import tools
-from tests.integration.certs import CLIENT_SUBJECT, make_pki
 from tests.plugins.tls_plugins import PrincipalRecorder
 
 

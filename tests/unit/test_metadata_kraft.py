@@ -23,6 +23,7 @@ from kernel.cluster import (
     MetadataBackend,
     NewTopic,
     ScramCredential,
+    assign_replicas,
 )
 from kernel.config import ConfigError, ConfigSchema
 from kernel.protocol.errors import ErrorCode, KafkaError
@@ -30,7 +31,6 @@ from plugins import metadata_kraft
 from plugins.metadata_kraft import KRaftMetadataBackend, KRaftSettings
 from plugins.metadata_kraft.backend import PRODUCER_ID_BLOCK_SIZE
 from plugins.metadata_kraft.image import MetadataDelta, empty_image
-from plugins.metadata_kraft.placement import assign_replicas
 from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
 from plugins.metadata_kraft.records import (
     BATCH_HEADER,

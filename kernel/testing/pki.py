@@ -1,7 +1,7 @@
-"""Certificates for the TLS tests, made with ``cryptography``: a CA, a server certificate
-for 127.0.0.1 and localhost, client certificates signed by the CA or by another one,
-written as PEM files the way Kafka's PEM keystores hold them (KIP-651: PKCS#8 key
-followed by the certificate chain)."""
+"""Certificates for TLS tests and benchmarks, made with ``cryptography`` (the test
+extra): a CA, a server certificate for 127.0.0.1 and localhost, client certificates
+signed by the CA or by another one, written as PEM files the way Kafka's PEM keystores
+hold them (KIP-651: PKCS#8 key followed by the certificate chain)."""
 
 from __future__ import annotations
 

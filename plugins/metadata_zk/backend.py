@@ -1,0 +1,1009 @@
+"""The ZooKeeper metadata backend: Kafka's znodes are the authority, watches keep this
+broker's cache of them, and the cache is published as the cluster image.
+
+A change a client asks for is written as Kafka 3.x's brokers wrote it (a topic's
+assignment under /brokers/topics, its configs under /config/topics with a
+/config/changes notification, a deletion request under /admin/delete_topics, ...); the
+controller (``controller``: whichever broker holds /controller) turns it into partition
+state, and the method returns once this broker's watches have shown the result, so the
+published image already has it, as the MetadataBackend contract asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import structlog
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+
+from kernel.cluster import (
+    NO_LEADER,
+    AclBinding,
+    BrokerRegistration,
+    ClusterImage,
+    ImageListener,
+    NewTopic,
+    PartitionState,
+    ScramCredential,
+    TopicImage,
+    assign_replicas,
+    is_internal_topic,
+)
+from kernel.protocol.errors import ErrorCode, KafkaError
+
+from .cache import TopicZnodes, ZnodeCache
+from .controller import ZkController
+from .properties import check_meta_properties
+from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
+from .znodes import (
+    ACL_PATHS,
+    ACL_RESOURCE_TYPES,
+    ACL_STORES,
+    BROKER_IDS,
+    CLUSTER_ID,
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGES,
+    CONTROLLER,
+    DELETE_TOPICS,
+    ISR_CHANGE_PREFIX,
+    ISR_CHANGES,
+    PERSISTENT_PATHS,
+    PRODUCER_ID_BLOCK,
+    SCRAM_MECHANISMS,
+    TOPICS,
+    LeaderAndIsr,
+    ZnodeFormatError,
+    acl_id,
+    acl_path,
+    broker_entity,
+    broker_path,
+    config_path,
+    decode_acls,
+    decode_broker,
+    decode_cluster_id,
+    decode_config,
+    decode_controller,
+    decode_partition_state,
+    decode_producer_id_block_end,
+    decode_topic,
+    delete_topic_path,
+    desanitize,
+    encode_acls,
+    encode_broker,
+    encode_cluster_id,
+    encode_config,
+    encode_config_change,
+    encode_isr_change,
+    encode_partition_state,
+    encode_producer_id_block,
+    encode_topic,
+    partition_state_path,
+    sanitize,
+    scram_credentials,
+    scram_to_config,
+    topic_path,
+    uuid_to_kafka,
+)
+
+T = TypeVar("T")
+
+# Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
+PRODUCER_ID_BLOCK_SIZE = 1000
+# How long a change waits for the controller and the watches before the request is
+# answered REQUEST_TIMED_OUT (the change itself still goes on, as in Kafka).
+CHANGE_TIMEOUT_S = 30.0
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+class BrokerIdInUse(Exception):
+    """/brokers/ids/<id> is held by another ZooKeeper session."""
+
+
+def _retrieve_result(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class ZkMetadataBackend:
+    """Implements ``kernel.cluster.MetadataBackend`` on Kafka's ZooKeeper layout.
+
+    :param zk: the ZooKeeper session (not started).
+    :param broker_id: this broker's ``broker.id``.
+    :param registration: its endpoints, registered ephemerally under /brokers/ids.
+    :param new_cluster_id: makes the id /cluster/id gets when this broker is the first.
+    :param log_dirs: the broker's ``log.dirs``, each tied to the cluster and broker id by
+        its ``meta.properties``.
+    """
+
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int,
+                 broker_id: int, registration: BrokerRegistration, *,
+                 new_cluster_id: Callable[[], str], log_dirs: Sequence[Path] = (),
+                 logger: Any = None,
+                 rng: random.Random | None = None) -> None:
+        self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_zk")
+        self._zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms,
+                            on_state=self._on_session_state, logger=self._log)
+        self._broker_id = broker_id
+        self._registration = registration
+        self._new_cluster_id = new_cluster_id
+        self._log_dirs = list(log_dirs)
+        self._rng = rng or random.Random()
+        self._cache = ZnodeCache()
+        self._cluster_id = ""
+        self._image = _empty_image("", -1)
+        self._topic_images: dict[str, TopicImage] = {}
+        self._dirty: set[str] = set()
+        self._flush_scheduled = False
+        self._listeners: list[ImageListener] = []
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._watches: dict[str, WatchHandle] = {}
+        self._pending_watches = 0
+        self._registered = False
+        self.broker_epoch: int | None = None
+        self._scram: dict[tuple[str, int], ScramCredential] = {}
+        # (resource type, name, pattern type) -> its ACLs, as /kafka-acl* last showed them
+        self._acl_znodes: dict[tuple[int, str, int], list[AclBinding]] = {}
+        self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._started = False
+        self._stopping = False
+        self._controller = ZkController(
+            self._zk, self._cache, broker_id, is_registered=lambda: self._registered,
+            logger=self._log)
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def image(self) -> ClusterImage:
+        return self._image
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def is_controller(self) -> bool:
+        return self._controller.active
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    def scram_credentials(self) -> Mapping[tuple[str, int], ScramCredential]:
+        return MappingProxyType(self._scram)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, make Kafka's top-level paths and the cluster id, learn the znodes,
+        register this broker, then stand for controller. Raises ZkUnreachable,
+        MetaPropertiesMismatch or BrokerIdInUse (the plugin turns them into one
+        start-up line)."""
+        if self._started:
+            raise RuntimeError("metadata backend already started")
+        await self._zk.start()
+        self._cluster_id = await self._zk.call(self._prepare_paths)
+        await asyncio.get_running_loop().run_in_executor(
+            None, check_meta_properties, self._log_dirs, self._broker_id, self._cluster_id)
+        self._image = _empty_image(self._cluster_id, -1)
+        self._started = True
+        await self._watch_children(BROKER_IDS, self._on_broker_ids)
+        await self._watch_children(TOPICS, self._on_topics)
+        await self._watch_children("/config/brokers", self._on_broker_config_entities)
+        await self._watch_children("/config/users", self._on_users)
+        await self._watch_children(DELETE_TOPICS, self._on_deletions)
+        await self._watch_children(ISR_CHANGES, self._on_isr_changes)
+        for pattern_type, store in ACL_STORES.items():
+            for resource_type, type_name in ACL_RESOURCE_TYPES.items():
+                await self._watch_children(
+                    f"{store}/{type_name}",
+                    lambda names, r=resource_type, p=pattern_type: self._on_acl_names(
+                        r, p, names))
+        await self._register()
+        await self._until(lambda: self._pending_watches == 0
+                          and self._broker_id in self._cache.brokers,
+                          "this broker's registration to show")
+        await self._watch_data(CONTROLLER, self._on_controller)
+        await self._until(lambda: self._cache.controller_id != -1, "a controller election")
+        self._flush()
+        self._log.info("joined the cluster through ZooKeeper", cluster_id=self._cluster_id,
+                       broker_id=self._broker_id, broker_epoch=self.broker_epoch,
+                       zookeeper=self._zk.connect, topics=len(self._image.topics))
+
+    def _prepare_paths(self) -> str:
+        """Kafka's createTopLevelPaths and getOrCreateClusterId (blocking)."""
+        k = self._zk.kazoo
+        for path in (*PERSISTENT_PATHS, *ACL_PATHS):
+            k.ensure_path(path)
+        try:
+            data, _ = k.get(CLUSTER_ID)
+        except NoNodeError:
+            candidate = self._new_cluster_id()
+            if self._zk.create_if_absent(CLUSTER_ID, encode_cluster_id(candidate)):
+                return candidate
+            data, _ = k.get(CLUSTER_ID)
+        return decode_cluster_id(data)
+
+    async def _register(self) -> None:
+        self.broker_epoch = await self._zk.call(self._register_blocking)
+        self._registered = True
+
+    def _register_blocking(self) -> int:
+        """Kafka's registerBroker: an ephemeral /brokers/ids/<id>; its czxid is the
+        broker epoch. A node this session owns already (a retried create after a
+        reconnection) is ours; one of another session is a broker with this id."""
+        k = self._zk.kazoo
+        path = broker_path(self._broker_id)
+        with contextlib.suppress(NodeExistsError):
+            k.create(path, encode_broker(self._registration), ephemeral=True)
+        try:
+            _, stat = k.get(path)
+        except NoNodeError:  # its owner's session ended meanwhile: try once more
+            k.create(path, encode_broker(self._registration), ephemeral=True)
+            _, stat = k.get(path)
+        if stat.ephemeralOwner != self._zk.session_id:
+            raise BrokerIdInUse(
+                f"broker.id {self._broker_id} is already registered in ZooKeeper at "
+                f"{path} by another session (0x{stat.ephemeralOwner:x}); another broker "
+                "has this id, or this broker's previous session has not expired yet")
+        return int(stat.czxid)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await self._controller.stop()
+        for handle in self._watches.values():
+            handle.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        for _, future in self._waiters:
+            if not future.done():
+                future.cancel()
+        if self._started or self._zk is not None:
+            await self._zk.stop()
+        self._started = False
+
+    def _on_session_state(self, state: str) -> None:
+        if self._stopping:
+            return
+        if is_lost(state):
+            # The ephemeral registration and /controller went with the session: kazoo
+            # opens a new one, then this broker registers and contends again.
+            self._log.warning("ZooKeeper session expired; registering again once "
+                              "reconnected", broker_id=self._broker_id)
+            self._registered = False
+            self._controller.session_lost()
+        elif is_connected(state) and self._started and not self._registered:
+            self._spawn(self._reregister())
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+        except Exception as e:
+            self._log.error("cannot register again in ZooKeeper",
+                            error=f"{type(e).__name__}: {e}")
+            return
+        self._log.info("registered again in ZooKeeper", broker_epoch=self.broker_epoch)
+        self._controller.stand()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_retrieve_result)
+
+    # -- watches --------------------------------------------------------------------
+
+    def _watch_children(self, path: str, callback: Callable[[list[str]], None],
+                        handle: WatchHandle | None = None) -> Coroutine[Any, Any, None]:
+        self._pending_watches += 1  # counted now: start() waits for the first delivery
+        return self._watch(path, self._zk.watch_children(path, callback, handle))
+
+    def _watch_data(self, path: str,
+                    callback: Callable[[bytes | None, ZnodeStat | None], None],
+                    handle: WatchHandle | None = None) -> Coroutine[Any, Any, None]:
+        self._pending_watches += 1
+        return self._watch(path, self._zk.watch_data(path, callback, handle))
+
+    async def _watch(self, path: str, setting_up: Awaitable[WatchHandle]) -> None:
+        try:
+            handle = await setting_up
+            if not handle.stopped:
+                self._watches.setdefault(path, handle)
+        finally:
+            self._pending_watches -= 1
+            self._changed()
+
+    def _watch_later(self, path: str, kind: str, callback: Callable[..., None]) -> None:
+        """Start watching ``path`` unless it is watched already (from a callback)."""
+        if path in self._watches or self._stopping:
+            return
+        handle = self._watches[path] = WatchHandle()
+        setup = self._watch_children if kind == "children" else self._watch_data
+        self._spawn(setup(path, callback, handle))
+
+    def _unwatch(self, path: str) -> None:
+        handle = self._watches.pop(path, None)
+        if handle is not None:
+            handle.stop()
+
+    def _decoded(self, path: str, decode: Callable[[], Any]) -> Any:
+        try:
+            return decode()
+        except ZnodeFormatError as e:
+            self._log.warning("ignoring a znode not in Kafka's format", path=path, error=str(e))
+            return None
+
+    def _on_broker_ids(self, children: list[str]) -> None:
+        ids = {int(c) for c in children if c.lstrip("-").isdigit()}
+        for gone in set(self._cache.brokers) - ids:
+            del self._cache.brokers[gone]
+            self._unwatch(broker_path(gone))
+        for broker_id in ids:
+            self._watch_later(broker_path(broker_id), "data",
+                              lambda data, stat, b=broker_id: self._on_broker(b, data))
+        self._changed(all_topics=True)
+
+    def _on_broker(self, broker_id: int, data: bytes | None) -> None:
+        registration = None if data is None else self._decoded(
+            broker_path(broker_id), lambda: decode_broker(broker_id, data))
+        if registration is None:
+            self._cache.brokers.pop(broker_id, None)
+        else:
+            self._cache.brokers[broker_id] = registration
+        self._changed(all_topics=True)
+
+    def _on_controller(self, data: bytes | None, stat: ZnodeStat | None) -> None:
+        controller = None if data is None else self._decoded(
+            CONTROLLER, lambda: decode_controller(data))
+        self._cache.controller_id = -1 if controller is None else controller
+        self._controller.controller_changed(controller)
+        self._changed()
+
+    def _on_topics(self, children: list[str]) -> None:
+        names = set(children)
+        for gone in set(self._cache.topics) - names:
+            self._forget_topic(gone)
+        for name in names - set(self._cache.topics):
+            self._cache.topics[name] = TopicZnodes()
+            self._watch_later(topic_path(name), "data",
+                              lambda data, stat, t=name: self._on_topic(t, data, stat))
+            self._watch_later(config_path("topics", name), "data",
+                              lambda data, stat, t=name: self._on_topic_config(t, data))
+
+    def _forget_topic(self, name: str) -> None:
+        topic = self._cache.topics.pop(name, None)
+        for path in [p for p in self._watches
+                     if p == config_path("topics", name) or p == topic_path(name)
+                     or p.startswith(topic_path(name) + "/")]:
+            self._unwatch(path)
+        if topic is not None:
+            self._changed(topic=name)
+
+    def _on_topic(self, name: str, data: bytes | None, stat: ZnodeStat | None) -> None:
+        topic = self._cache.topics.get(name)
+        if topic is None:
+            return
+        assignment = None if data is None else self._decoded(
+            topic_path(name), lambda: decode_topic(data))
+        if assignment is not None and topic.assignment is not None \
+                and assignment.topic_id != topic.assignment.topic_id:
+            topic.states.clear()  # deleted and created again: a new topic
+        topic.assignment = assignment
+        topic.version = stat.version if stat is not None else -1
+        for partition in (assignment.partitions if assignment else ()):
+            path = partition_state_path(name, partition)
+            self._watch_later(path, "data", lambda d, s, t=name, p=partition:
+                              self._on_partition_state(t, p, d, s))
+        self._changed(topic=name)
+
+    def _on_partition_state(self, name: str, partition: int, data: bytes | None,
+                            stat: ZnodeStat | None) -> None:
+        topic = self._cache.topics.get(name)
+        if topic is None:
+            return
+        path = partition_state_path(name, partition)
+        state = None if data is None or stat is None else self._decoded(
+            path, lambda: decode_partition_state(data, stat.version))
+        if state is None:
+            topic.states.pop(partition, None)
+        else:
+            topic.states[partition] = state
+        self._changed(topic=name)
+
+    def _on_topic_config(self, name: str, data: bytes | None) -> None:
+        topic = self._cache.topics.get(name)
+        if topic is None:
+            return
+        topic.configs = self._decoded(config_path("topics", name),
+                                      lambda: decode_config(data)) or {}
+        self._changed(topic=name)
+
+    def _on_broker_config_entities(self, children: list[str]) -> None:
+        for entity in children:
+            broker_id = -1 if entity == broker_entity(-1) else (
+                int(entity) if entity.lstrip("-").isdigit() else None)
+            if broker_id is None:
+                continue
+            self._watch_later(config_path("brokers", entity), "data",
+                              lambda data, stat, b=broker_id: self._on_broker_config(b, data))
+
+    def _on_broker_config(self, broker_id: int, data: bytes | None) -> None:
+        configs = self._decoded(config_path("brokers", broker_entity(broker_id)),
+                                lambda: decode_config(data)) or {}
+        if configs:
+            self._cache.broker_configs[broker_id] = configs
+        else:
+            self._cache.broker_configs.pop(broker_id, None)
+        self._changed()
+
+    def _on_users(self, children: list[str]) -> None:
+        for entity in children:
+            self._watch_later(config_path("users", entity), "data",
+                              lambda data, stat, e=entity: self._on_user(e, data))
+
+    def _on_user(self, entity: str, data: bytes | None) -> None:
+        user = desanitize(entity)
+        configs = self._decoded(config_path("users", entity),
+                                lambda: decode_config(data)) or {}
+        self._cache.user_configs[user] = configs
+        scram = {key: c for key, c in self._scram.items() if key[0] != user}
+        credentials = self._decoded(config_path("users", entity),
+                                    lambda: scram_credentials(user, configs)) or []
+        scram.update({(c.name, c.mechanism): c for c in credentials})
+        self._scram = scram
+        self._changed()
+
+    def _on_acl_names(self, resource_type: int, pattern_type: int, names: list[str]) -> None:
+        for key in [k for k in self._acl_znodes
+                    if k[0] == resource_type and k[2] == pattern_type and k[1] not in names]:
+            self._unwatch(acl_path(*key))
+            self._on_acl(key, None)
+        for name in names:
+            key = (resource_type, name, pattern_type)
+            self._watch_later(acl_path(*key), "data",
+                              lambda data, stat, k=key: self._on_acl(k, data))
+
+    def _on_acl(self, key: tuple[int, str, int], data: bytes | None) -> None:
+        bindings = None if data is None else self._decoded(
+            acl_path(*key), lambda: decode_acls(*key, data))
+        if bindings:
+            self._acl_znodes[key] = bindings
+        else:
+            self._acl_znodes.pop(key, None)
+        self._acls = MappingProxyType({acl_id(b): b for bs in self._acl_znodes.values()
+                                       for b in bs})
+        self._changed()
+
+    def _on_deletions(self, children: list[str]) -> None:
+        self._cache.deletions = set(children)
+        self._changed()
+
+    def _on_isr_changes(self, children: list[str]) -> None:
+        self._cache.isr_changes = set(children)
+        if children:
+            self._changed()
+
+    # -- publishing -------------------------------------------------------------------
+
+    def _changed(self, *, topic: str | None = None, all_topics: bool = False) -> None:
+        if all_topics:
+            self._dirty.update(self._cache.topics)
+            self._dirty.update(self._topic_images)
+        elif topic is not None:
+            self._dirty.add(topic)
+        if not self._flush_scheduled and self._started:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Publish one image for every change delivered since the last one."""
+        self._flush_scheduled = False
+        if self._stopping:
+            return
+        cache = self._cache
+        live = set(cache.brokers)
+        for name in self._dirty:
+            topic = cache.topics.get(name)
+            built = None if topic is None else _topic_image(
+                name, topic, live, self._topic_images.get(name))
+            if built is None:
+                self._topic_images.pop(name, None)
+            else:
+                self._topic_images[name] = built
+        self._dirty.clear()
+        topics = dict(sorted(self._topic_images.items()))
+        image = ClusterImage(
+            cluster_id=self._cluster_id,
+            controller_id=cache.controller_id,
+            brokers=MappingProxyType(dict(sorted(cache.brokers.items()))),
+            topics=MappingProxyType(topics),
+            topics_by_id=MappingProxyType({t.topic_id: t for t in topics.values()}),
+            broker_configs=MappingProxyType({
+                b: MappingProxyType(dict(c)) for b, c in sorted(cache.broker_configs.items())}),
+        )
+        previous, self._image = self._image, image
+        if previous != image:
+            for listener in tuple(self._listeners):
+                try:
+                    listener(previous, image)
+                except Exception:
+                    self._log.exception("metadata listener failed", listener=repr(listener))
+        for predicate, future in list(self._waiters):
+            if not future.done() and predicate():
+                future.set_result(None)
+        self._controller.changed()
+
+    async def _until(self, predicate: Callable[[], bool], what: str) -> None:
+        """Wait until the cache shows what a change wrote (REQUEST_TIMED_OUT after
+        CHANGE_TIMEOUT_S)."""
+        if predicate():
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (predicate, future)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(future, CHANGE_TIMEOUT_S)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             f"Timed out waiting for {what}.") from None
+        finally:
+            self._waiters.remove(entry)
+
+    async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A change a client asked for, on the ZooKeeper thread: ZooKeeper out of reach
+        answers REQUEST_TIMED_OUT (as Kafka's requests do then), not a server error."""
+        try:
+            return await asyncio.wait_for(self._zk.call(fn, *args, **kwargs), CHANGE_TIMEOUT_S)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             "ZooKeeper did not answer in time.") from None
+        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError) as e:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             f"ZooKeeper is not reachable: {type(e).__name__}.") from None
+        except KazooException as e:
+            raise KafkaError(ErrorCode.unknown_server_error,
+                             f"ZooKeeper refused the change: {type(e).__name__}.") from None
+
+    # -- topics -----------------------------------------------------------------------
+
+    async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
+        image = self._image
+        brokers = sorted(image.brokers)
+        collisions = {name.replace(".", "_"): name for name in image.topics}
+        requested: set[str] = set()
+        writes: list[tuple[str, uuid.UUID, dict[int, tuple[int, ...]], Mapping[str, str]]] = []
+        for topic in topics:
+            name = topic.name
+            if name in image.topics or name in self._cache.topics:
+                raise KafkaError(ErrorCode.topic_already_exists,
+                                 f"Topic '{name}' already exists.")
+            if name in self._cache.deletions:
+                raise KafkaError(ErrorCode.topic_already_exists,
+                                 f"Topic '{name}' is marked for deletion.")
+            if name in requested:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"Topic '{name}' appears more than once.")
+            other = collisions.get(name.replace(".", "_"))
+            if other is not None:
+                raise KafkaError(ErrorCode.invalid_topic_exception,
+                                 f"Topic '{name}' collides with existing topic: {other}")
+            requested.add(name)
+            collisions[name.replace(".", "_")] = name
+            assignment = self._new_assignment(topic, brokers)
+            writes.append((name, uuid.uuid4(), dict(enumerate(assignment)), topic.configs))
+        if not writes:
+            return []
+        await self._write(self._write_topics, writes)
+        expected = {name: (topic_id, len(a)) for name, topic_id, a, _ in writes}
+        await self._until(lambda: all(
+            (t := self._image.topics.get(name)) is not None and t.topic_id == tid
+            and len(t.partitions) == n for name, (tid, n) in expected.items()),
+            "the controller to create the topics' partitions")
+        return [self._image.topics[t.name] for t in topics]
+
+    def _new_assignment(self, topic: NewTopic, brokers: list[int]) -> list[tuple[int, ...]]:
+        """Kafka's AdminZkClient checks and its rack-unaware placement."""
+        if topic.assignments is not None:
+            ids = sorted(topic.assignments)
+            if not ids or ids != list(range(len(ids))):
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Partitions of topic '{topic.name}' must be numbered 0 to "
+                                 f"n-1, got {ids}.")
+            assignment = [tuple(topic.assignments[p]) for p in ids]
+            _check_assignment(assignment, set(brokers), None)
+            return assignment
+        if topic.num_partitions < 1:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             "Number of partitions must be larger than 0.")
+        _check_replication_factor(topic.replication_factor, len(brokers))
+        return assign_replicas(brokers, topic.num_partitions, topic.replication_factor,
+                               start_index=self._rng.randrange(len(brokers)),
+                               replica_shift=self._rng.randrange(len(brokers)))
+
+    def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
+                                                   Mapping[str, str]]]) -> None:
+        """Configs, then assignments, of all topics in one transaction (blocking), as
+        AdminZkClient.createTopicWithAssignment writes one."""
+        k = self._zk.kazoo
+        t = k.transaction()
+        topic_ops: dict[int, str] = {}
+        for name, topic_id, assignment, configs in writes:
+            path = config_path("topics", name)
+            if k.exists(path):  # left by a deletion that did not finish
+                t.set_data(path, encode_config(configs))
+            else:
+                t.create(path, encode_config(configs))
+            topic_ops[len(t.operations)] = name
+            t.create(topic_path(name), encode_topic(topic_id, assignment))
+        results = t.commit()
+        for index, result in enumerate(results):
+            if isinstance(result, NodeExistsError) and index in topic_ops:
+                raise KafkaError(ErrorCode.topic_already_exists,
+                                 f"Topic '{topic_ops[index]}' already exists.")
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            raise errors[0]
+
+    async def delete_topics(self, names: list[str]) -> None:
+        names = list(dict.fromkeys(names))
+        gone = {}
+        for name in names:
+            topic = self._image.topics.get(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                 f"Topic '{name}' does not exist.")
+            gone[name] = topic.topic_id
+        if not names:
+            return
+
+        def request() -> None:
+            for name in names:
+                self._zk.create_if_absent(delete_topic_path(name))
+
+        await self._write(request)
+        await self._until(lambda: all(
+            (t := self._image.topics.get(n)) is None or t.topic_id != tid
+            for n, tid in gone.items()), "the controller to delete the topics")
+
+    async def create_partitions(self, topic: str, new_total: int,
+                                assignments: list[tuple[int, ...]] | None = None
+                                ) -> TopicImage:
+        current = self._image.topics.get(topic)
+        cached = self._cache.topics.get(topic)
+        if current is None or cached is None or cached.assignment is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"Topic '{topic}' does not exist.")
+        count = len(cached.assignment.partitions)
+        if new_total < count:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             f"Topic currently has {count} partitions, which is higher than "
+                             f"the requested {new_total}.")
+        if new_total == count:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             f"Topic already has {count} partitions.")
+        added = new_total - count
+        first = cached.assignment.partitions[min(cached.assignment.partitions)]
+        brokers = sorted(self._image.brokers)
+        if assignments is not None:
+            if len(assignments) != added:
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Increasing the number of partitions by {added} but "
+                                 f"{len(assignments)} assignments provided.")
+            new = [tuple(r) for r in assignments]
+            _check_assignment(new, set(brokers), len(first))
+        else:
+            _check_replication_factor(len(first), len(brokers))
+            start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
+            new = assign_replicas(brokers, added, len(first), start_index=start,
+                                  replica_shift=start, first_partition=count)
+        partitions = dict(cached.assignment.partitions)
+        partitions.update(enumerate(new, start=count))
+        data, version = encode_topic(current.topic_id, partitions), cached.version
+
+        def write() -> None:
+            """AdminZkClient.addPartitions: the whole assignment, at the version read."""
+            try:
+                self._zk.kazoo.set(topic_path(topic), data, version=version)
+            except BadVersionError:
+                raise KafkaError(ErrorCode.reassignment_in_progress,
+                                 f"Topic '{topic}' changed meanwhile; try again.") from None
+
+        await self._write(write)
+        await self._until(lambda: (t := self._image.topics.get(topic)) is not None
+                          and len(t.partitions) == new_total,
+                          "the controller to create the new partitions")
+        return self._image.topics[topic]
+
+    # -- configs ----------------------------------------------------------------------
+
+    async def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        if topic not in self._image.topics:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"Topic '{topic}' does not exist.")
+        wanted = dict(configs)
+        await self._write(self._write_configs, "topics", topic, wanted)
+        await self._until(lambda: (t := self._image.topics.get(topic)) is None
+                          or dict(t.configs) == wanted, "the topic's configs to show")
+
+    async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
+        if broker_id < -1:
+            raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {broker_id}.")
+        wanted = dict(configs)
+        await self._write(self._write_configs, "brokers", broker_entity(broker_id), wanted)
+        await self._until(lambda: dict(self._image.broker_configs.get(broker_id, {})) == wanted,
+                          "the broker's configs to show")
+
+    def _write_configs(self, entity_type: str, entity: str, configs: Mapping[str, str],
+                       ) -> None:
+        """Kafka's AdminZkClient.changeEntityConfig: the entity's znode, then a
+        /config/changes notification naming it (blocking)."""
+        k = self._zk.kazoo
+        path = config_path(entity_type, entity)
+        t = k.transaction()
+        if k.exists(path):
+            t.set_data(path, encode_config(configs))
+        else:
+            t.create(path, encode_config(configs))
+        t.create(f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}",
+                 encode_config_change(f"{entity_type}/{entity}"), sequence=True)
+        errors = [r for r in t.commit() if isinstance(r, Exception)]
+        if errors:
+            raise errors[0]
+        self._purge_config_changes()
+
+    def _purge_config_changes(self) -> None:
+        """Notifications older than Kafka's 15 minutes (its change listener's
+        changeExpirationMs) go: every broker has read them by then (blocking)."""
+        k = self._zk.kazoo
+        horizon = time.time() * 1000 - CONFIG_CHANGE_EXPIRATION_MS
+        for child in k.get_children(CONFIG_CHANGES):
+            path = f"{CONFIG_CHANGES}/{child}"
+            stat = k.exists(path)
+            if stat is not None and stat.ctime < horizon:
+                with contextlib.suppress(NoNodeError):
+                    k.delete(path)
+
+    async def alter_scram_credentials(
+        self, upsertions: Sequence[ScramCredential], deletions: Sequence[tuple[str, int]],
+    ) -> None:
+        users: dict[str, dict[str, str]] = {}
+        for name, mechanism in deletions:
+            configs = users.setdefault(name, dict(self._cache.user_configs.get(name, {})))
+            configs.pop(SCRAM_MECHANISMS[mechanism], None)
+        for c in upsertions:
+            configs = users.setdefault(c.name, dict(self._cache.user_configs.get(c.name, {})))
+            configs[SCRAM_MECHANISMS[c.mechanism]] = scram_to_config(c)
+        for name, configs in users.items():
+            await self._write(self._write_configs, "users", sanitize(name), configs)
+        await self._until(lambda: all(
+            self._cache.user_configs.get(n, {}) == c for n, c in users.items()),
+            "the users' credentials to show")
+
+    # -- ACLs: Kafka's ZooKeeper authorizer layout ------------------------------------
+
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        return self._acls
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[uuid.UUID]:
+        for key, group in _by_pattern(bindings).items():
+            await self._write(self._rewrite_acls, key, group, ())
+        await self._until(lambda: all(acl_id(b) in self._acls for b in bindings),
+                          "the ACLs to show")
+        return [acl_id(b) for b in bindings]
+
+    async def remove_acls(self, ids: Sequence[uuid.UUID]) -> None:
+        gone = [self._acls[i] for i in ids if i in self._acls]
+        for key, group in _by_pattern(gone).items():
+            await self._write(self._rewrite_acls, key, (), group)
+        await self._until(lambda: not any(i in self._acls for i in ids),
+                          "the ACLs to go")
+
+    def _rewrite_acls(self, key: tuple[int, str, int], add: Sequence[AclBinding],
+                      remove: Sequence[AclBinding]) -> None:
+        """One resource pattern's znode rewritten at the version read, as ZkAclStore
+        updates it (blocking); deleted once it holds no ACL."""
+        k = self._zk.kazoo
+        path = acl_path(*key)
+        while True:
+            try:
+                data, stat = k.get(path)
+                current, version = decode_acls(*key, data), stat.version
+            except NoNodeError:
+                current, version = [], None
+            merged = [b for b in current if b not in remove]
+            merged += [b for b in dict.fromkeys(add) if b not in merged]
+            try:
+                if version is None:
+                    if merged:
+                        k.create(path, encode_acls(merged), makepath=True)
+                elif merged:
+                    k.set(path, encode_acls(merged), version=version)
+                else:
+                    k.delete(path, version=version)
+                return
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue  # another broker changed it meanwhile: read again
+
+    # -- partitions ---------------------------------------------------------------------
+
+    async def alter_partition(self, topic: str, partition: int, isr: tuple[int, ...],
+                              leader_epoch: int, partition_epoch: int) -> PartitionState:
+        """The leader's ISR change: the state znode rewritten at the version the leader
+        read (ZooKeeper's version is Kafka's partition epoch in ZooKeeper mode), with an
+        /isr_change_notification for the controller, as Kafka's leaders did before
+        AlterPartition."""
+        isr = tuple(isr)
+        current = self._image.partition(topic, partition)
+        cached = self._cache.topics.get(topic)
+        state = None if cached is None else cached.states.get(partition)
+        where = f"{topic}-{partition}"
+        if current is None or state is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"Partition {where} does not exist.")
+        if leader_epoch != current.leader_epoch:
+            raise KafkaError(ErrorCode.fenced_leader_epoch,
+                             f"Leader epoch {leader_epoch} of {where} is not the current "
+                             f"{current.leader_epoch}.")
+        if partition_epoch != current.partition_epoch:
+            raise KafkaError(ErrorCode.invalid_update_version,
+                             f"Partition epoch {partition_epoch} of {where} is not the "
+                             f"current {current.partition_epoch}.")
+        if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(current.replicas):
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"ISR {list(isr)} of {where} must be distinct replicas of "
+                             f"{list(current.replicas)}.")
+        if current.leader not in isr:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"ISR {list(isr)} of {where} does not include the leader "
+                             f"{current.leader}.")
+        unregistered = [r for r in isr if r not in self._image.brokers]
+        if unregistered:
+            raise KafkaError(ErrorCode.ineligible_replica,
+                             f"ISR of {where} includes unregistered brokers {unregistered}.")
+        if isr == current.isr:
+            return current
+        new = LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
+
+        def write() -> int:
+            t = self._zk.kazoo.transaction()
+            t.set_data(partition_state_path(topic, partition), encode_partition_state(new),
+                       version=partition_epoch)
+            t.create(f"{ISR_CHANGES}/{ISR_CHANGE_PREFIX}", encode_isr_change([(topic, partition)]),
+                     sequence=True)
+            results = t.commit()
+            if isinstance(results[0], BadVersionError):
+                raise KafkaError(ErrorCode.invalid_update_version,
+                                 f"Partition epoch {partition_epoch} of {where} is not the "
+                                 "current one.")
+            errors = [r for r in results if isinstance(r, Exception)]
+            if errors:
+                raise errors[0]
+            return int(results[0].version)
+
+        version = await self._write(write)
+        await self._until(lambda: (p := self._image.partition(topic, partition)) is None
+                          or p.partition_epoch >= version, "the partition's new ISR to show")
+        result = self._image.partition(topic, partition)
+        if result is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"Partition {where} does not exist.")
+        return result
+
+    async def allocate_producer_ids(self) -> range:
+        return await self._write(self._allocate_producer_ids)
+
+    def _allocate_producer_ids(self) -> range:
+        """Kafka's ZkProducerIdManager.getNewProducerIdBlock: the next block after
+        /latest_producer_id_block, written at the version read (blocking)."""
+        k = self._zk.kazoo
+        while True:
+            data, stat = k.get(PRODUCER_ID_BLOCK)
+            try:
+                last = decode_producer_id_block_end(data)
+            except ZnodeFormatError as e:
+                raise KafkaError(ErrorCode.unknown_server_error,
+                                 f"{PRODUCER_ID_BLOCK} is malformed: {e}") from None
+            if last > 2**63 - 1 - PRODUCER_ID_BLOCK_SIZE:
+                raise KafkaError(ErrorCode.unknown_server_error,
+                                 "Exhausted all producerIds as the next block's end producerId "
+                                 "has exceeded the int64 type limit")
+            block = range(last + 1, last + 1 + PRODUCER_ID_BLOCK_SIZE)
+            try:
+                k.set(PRODUCER_ID_BLOCK, encode_producer_id_block(self._broker_id, block),
+                      version=stat.version)
+                return block
+            except BadVersionError:
+                continue  # another broker took a block meanwhile
+
+
+def _topic_image(name: str, topic: TopicZnodes, live: set[int],
+                 previous: TopicImage | None) -> TopicImage | None:
+    """The topic as clients may see it: once it has an id and every partition of its
+    assignment has a state. Partitions being added appear together, once all have one:
+    a client must never see a partition count in between (coordinators hash their keys
+    over it)."""
+    assignment = topic.assignment
+    if assignment is None or assignment.topic_id is None:
+        return None
+    count = len(assignment.partitions)
+    if any(topic.states.get(p) is None or p not in assignment.partitions
+           for p in range(count)):
+        count = 0 if previous is None or previous.topic_id != assignment.topic_id \
+            else len(previous.partitions)
+    partitions: dict[int, PartitionState] = {}
+    for partition in range(count):
+        replicas = assignment.partitions.get(partition)
+        state = topic.states.get(partition)
+        if replicas is None or state is None:
+            return previous
+        partitions[partition] = PartitionState(
+            partition=partition, replicas=replicas, isr=state.isr, leader=state.leader,
+            leader_epoch=state.leader_epoch, partition_epoch=state.zk_version,
+            offline_replicas=tuple(r for r in replicas if r not in live))
+    if not partitions:
+        return None
+    return TopicImage(name=name, topic_id=assignment.topic_id,
+                      partitions=MappingProxyType(partitions),
+                      configs=MappingProxyType(dict(topic.configs)),
+                      internal=is_internal_topic(name))
+
+
+def _empty_image(cluster_id: str, controller_id: int) -> ClusterImage:
+    empty: Mapping[Any, Any] = MappingProxyType({})
+    return ClusterImage(cluster_id=cluster_id, controller_id=controller_id, brokers=empty,
+                        topics=empty, topics_by_id=empty, broker_configs=empty)
+
+
+def _check_replication_factor(replication_factor: int, brokers: int) -> None:
+    if replication_factor < 1:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         "Replication factor must be larger than 0.")
+    if replication_factor > brokers:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Replication factor: {replication_factor} larger than available "
+                         f"brokers: {brokers}.")
+
+
+def _check_assignment(assignment: list[tuple[int, ...]], brokers: set[int],
+                      replication_factor: int | None) -> None:
+    expected = replication_factor
+    for replicas in assignment:
+        if not replicas:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             "The manual partition assignment includes an empty replica list.")
+        if len(set(replicas)) != len(replicas):
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"Duplicate replica assignment found: {list(replicas)}")
+        unknown = [b for b in replicas if b not in brokers]
+        if unknown:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"Unknown broker(s) in replica assignment: {unknown}.")
+        expected = len(replicas) if expected is None else expected
+        if len(replicas) != expected:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             "All partitions should have the same number of replicas")
+
+
+__all__ = ["NO_LEADER", "BrokerIdInUse", "ZkMetadataBackend", "ZkUnreachable", "uuid_to_kafka"]
+
+
+def _by_pattern(bindings: Sequence[AclBinding]) -> dict[tuple[int, str, int], list[AclBinding]]:
+    groups: dict[tuple[int, str, int], list[AclBinding]] = {}
+    for b in bindings:
+        groups.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)
+    return groups

@@ -1,0 +1,287 @@
+"""The controller on ZooKeeper: elected through the ephemeral /controller, fenced by
+/controller_epoch, as Kafka's KafkaController.
+
+One broker at a time wins the election (a multi-op that creates /controller and bumps
+/controller_epoch from the version it read); every write it makes afterwards is a
+multi-op that first checks /controller_epoch still has that version, so a controller
+that lost its session (and its election) can no longer change anything. Its duties are
+level-triggered: after every change the watches deliver, it compares the cache with
+what should be and writes the difference:
+
+- a partition of an assigned topic without a state gets one (leader: the first live
+  replica, ISR: the live replicas, leader epoch 0);
+- a topic without a topic id (written by an old Kafka) gets one;
+- a topic named under /admin/delete_topics loses its znodes, then that request;
+- a partition whose leader is not a live broker gets the first live replica of its
+  ISR as leader (none: NO_LEADER, the ISR kept so its last member can come back), and
+  brokers that are gone leave the ISR of the others; the leader epoch is bumped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from kernel.cluster import NO_LEADER
+
+from .cache import TopicZnodes, ZnodeCache
+from .zkclient import ZkClient
+from .znodes import (
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    DELETE_TOPICS,
+    ISR_CHANGES,
+    LeaderAndIsr,
+    config_path,
+    decode_controller_epoch,
+    delete_topic_path,
+    encode_controller,
+    encode_controller_epoch,
+    encode_partition_state,
+    encode_topic,
+    partition_path,
+    partition_state_path,
+    partitions_path,
+    topic_path,
+)
+
+# Kafka's KafkaController.InitialControllerEpoch and its zkVersion.
+INITIAL_CONTROLLER_EPOCH = 0
+
+Op = tuple[Any, ...]  # ("create", path, data) | ("set", path, data, version) | ("delete", path)
+
+
+class ZkController:
+    """This broker's candidacy and, while it is elected, the controller's duties."""
+
+    def __init__(self, zk: ZkClient, cache: ZnodeCache, broker_id: int, *,
+                 is_registered: Callable[[], bool], logger: Any) -> None:
+        self._zk = zk
+        self._cache = cache
+        self._broker_id = broker_id
+        self._is_registered = is_registered
+        self._log = logger
+        self.epoch = -1
+        self._epoch_version = -1
+        self.active = False
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+        self._stopped = False
+
+    # -- election -------------------------------------------------------------------
+
+    def controller_changed(self, controller_id: int | None) -> None:
+        """The /controller watch: resign when it names another broker (or none); stand
+        for election when there is none."""
+        if controller_id != self._broker_id and self.active:
+            self._log.info("resigned as controller", epoch=self.epoch, now=controller_id)
+            self.active = False
+        if controller_id is None or (controller_id == self._broker_id and self.active):
+            self._schedule()
+
+    def session_lost(self) -> None:
+        if self.active:
+            self._log.info("resigned as controller: ZooKeeper session lost", epoch=self.epoch)
+        self.active = False
+
+    def changed(self) -> None:
+        """The cache changed: the controller (if it is this broker) catches up."""
+        if self.active:
+            self._schedule()
+
+    def stand(self) -> None:
+        """Registered (again): contend if nobody is controller."""
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._stopped:
+            return
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self._again = False
+            try:
+                if not self.active:
+                    await self._elect()
+                if self.active:
+                    await self._reconcile()
+            except Exception as e:
+                if self._stopped:
+                    return
+                # ZooKeeper unreachable or a race with another writer: the next change
+                # the watches deliver (a reconnection included) triggers another round.
+                self._log.warning("controller round failed", error=f"{type(e).__name__}: {e}")
+            if not self._again or self._stopped:
+                return
+
+    async def _elect(self) -> None:
+        if self._cache.controller_id not in (-1, self._broker_id) or not self._is_registered():
+            return
+        won = await self._zk.call(self._try_elect)
+        if won is not None:
+            self.epoch, self._epoch_version = won
+            self.active = True
+            self._log.info("elected controller", broker_id=self._broker_id, epoch=self.epoch)
+
+    def _try_elect(self) -> tuple[int, int] | None:
+        """Kafka's registerControllerAndIncrementControllerEpoch (blocking)."""
+        k = self._zk.kazoo
+        try:
+            data, stat = k.get(CONTROLLER_EPOCH)
+            epoch, version = decode_controller_epoch(data), stat.version
+        except NoNodeError:
+            try:
+                k.create(CONTROLLER_EPOCH, encode_controller_epoch(INITIAL_CONTROLLER_EPOCH))
+            except NodeExistsError:
+                return None
+            epoch, version = INITIAL_CONTROLLER_EPOCH, 0
+        t = k.transaction()
+        t.create(CONTROLLER, encode_controller(self._broker_id), ephemeral=True)
+        t.set_data(CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=version)
+        results = t.commit()
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        return epoch + 1, results[1].version
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self.active = False
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # -- duties ---------------------------------------------------------------------
+
+    async def _reconcile(self) -> None:
+        cache = self._cache
+        live = set(cache.brokers)
+        if self._is_registered():
+            live.add(self._broker_id)  # registered this session, maybe not yet delivered
+        for name in sorted(cache.deletions):
+            if not await self._commit_fenced(self._delete_topic_ops, name):
+                return
+        if cache.isr_changes:
+            # Leaders announce ISR changes here; brokers read the states through their
+            # watches already, so the controller only consumes the notifications.
+            ops = [("delete", f"{ISR_CHANGES}/{c}") for c in sorted(cache.isr_changes)]
+            if not await self._commit_fenced(lambda: ops):
+                return
+        for name, topic in sorted(cache.topics.items()):
+            if name in cache.deletions or topic.assignment is None:
+                continue
+            ops = self._topic_ops(name, topic, live)
+            if ops and not await self._commit_fenced(lambda ops=ops: ops):
+                return
+
+    def _topic_ops(self, name: str, topic: TopicZnodes, live: set[int]) -> list[Op]:
+        assignment = topic.assignment
+        assert assignment is not None
+        if assignment.topic_id is None:
+            return [("set", topic_path(name), encode_topic(uuid.uuid4(), assignment.partitions),
+                     topic.version)]
+        ops: list[Op] = []
+        for partition, replicas in sorted(assignment.partitions.items()):
+            state = topic.states.get(partition)
+            if state is None:
+                isr = tuple(r for r in replicas if r in live)
+                if isr:  # no live replica: Kafka leaves it a NewPartition until one is
+                    ops.append(("create_state", name, partition, LeaderAndIsr(
+                        isr[0], 0, isr, self.epoch)))
+                continue
+            new = elect_leader(state, replicas, live, self.epoch)
+            if new is not None:
+                ops.append(("set", partition_state_path(name, partition),
+                            encode_partition_state(new), state.zk_version))
+        return ops
+
+    def _delete_topic_ops(self, name: str) -> list[Op]:
+        """The topic's znodes bottom-up, then its deletion request (blocking: it lists
+        the partitions ZooKeeper holds, not only those the cache knows)."""
+        k = self._zk.kazoo
+        ops: list[Op] = []
+        if k.exists(topic_path(name)):
+            try:
+                partitions = k.get_children(partitions_path(name))
+            except NoNodeError:
+                partitions = None
+            for p in partitions or ():
+                for child in k.get_children(partition_path(name, int(p))):
+                    ops.append(("delete", f"{partition_path(name, int(p))}/{child}"))
+                ops.append(("delete", partition_path(name, int(p))))
+            if partitions is not None:
+                ops.append(("delete", partitions_path(name)))
+            ops.append(("delete", topic_path(name)))
+        if k.exists(config_path("topics", name)):
+            ops.append(("delete", config_path("topics", name)))
+        ops.append(("delete", delete_topic_path(name)))
+        self._log.info("deleting topic", topic=name)
+        return ops
+
+    async def _commit_fenced(self, build: Callable[..., list[Op]], *args: Any) -> bool:
+        """Build and commit ops behind the /controller_epoch check; False when this
+        broker turned out not to be the controller any more."""
+        fenced = await self._zk.call(self._commit_blocking, build, *args)
+        if fenced:
+            self._log.info("resigned as controller: /controller_epoch moved on",
+                           epoch=self.epoch)
+            self.active = False
+        return not fenced
+
+    def _commit_blocking(self, build: Callable[..., list[Op]], *args: Any) -> bool:
+        k = self._zk.kazoo
+        ops = build(*args)
+        if not ops:
+            return False
+        for op in ops:  # the parents of new states, outside the transaction
+            if op[0] == "create_state":
+                for path in (partitions_path(op[1]), partition_path(op[1], op[2])):
+                    self._zk.create_if_absent(path)
+        t = k.transaction()
+        t.check(CONTROLLER_EPOCH, self._epoch_version)
+        for op in ops:
+            if op[0] == "create_state":
+                t.create(partition_state_path(op[1], op[2]), encode_partition_state(op[3]))
+            elif op[0] == "set":
+                t.set_data(op[1], op[2], version=op[3])
+            elif op[0] == "delete":
+                t.delete(op[1])
+        results = t.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            return True
+        failed = [r for r in results[1:] if isinstance(r, Exception)
+                  and not isinstance(r, RolledBackError)]
+        if failed:
+            # The cache was behind ZooKeeper: the watches bring the news and another
+            # round.
+            self._log.debug("controller write raced", error=repr(failed[0]))
+        return False
+
+
+def elect_leader(state: LeaderAndIsr, replicas: tuple[int, ...], live: set[int],
+                 controller_epoch: int) -> LeaderAndIsr | None:
+    """The new state of a partition after broker changes, None when it stays: a dead
+    leader is replaced by the first live replica in its ISR (Kafka's
+    OfflinePartitionLeaderElection, clean only), dead brokers leave the ISR unless it
+    would be empty, and every change bumps the leader epoch."""
+    live_isr = tuple(r for r in state.isr if r in live)
+    if state.leader != NO_LEADER and state.leader in live:
+        if live_isr == state.isr:
+            return None
+        return LeaderAndIsr(state.leader, state.leader_epoch + 1, live_isr, controller_epoch)
+    candidates = [r for r in replicas if r in live_isr]
+    if candidates:
+        return LeaderAndIsr(candidates[0], state.leader_epoch + 1, live_isr, controller_epoch)
+    if state.leader == NO_LEADER:
+        return None
+    return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, controller_epoch)
+
+
+__all__ = ["DELETE_TOPICS", "ZkController", "elect_leader"]
