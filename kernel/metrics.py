@@ -118,6 +118,11 @@ class BrokerMetrics:
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
             "handled, across connections (bounded by queued.max.request.bytes).", registry=r,
         )
+        # Kafka's expired-connections-killed-count (KIP-368).
+        self.expired_connections_killed = Counter(
+            "kafkernel_expired_connections_killed",
+            "Connections closed because their SASL session expired without "
+            "re-authentication (KIP-368).", registry=r)
         self.errors = Counter(
             "kafkernel_errors", "Error codes returned, by error name.", ["error"], registry=r
         )

@@ -71,6 +71,7 @@ class RequestDispatcher:
             raise InvalidRequest(f"API key {api_key} before authentication completed")
         expires = session.session_expires_at
         if expires is not None and api_key not in PRE_AUTH_APIS and time.monotonic() >= expires:
+            self._metrics.expired_connections_killed.inc()
             raise InvalidRequest(f"API key {api_key} after the SASL session expired "
                                  "without re-authentication (KIP-368)")
         header, body = decode_request(frame)
