@@ -382,7 +382,8 @@ class BrokerConfig:
     )
     ssl_endpoint_identification_algorithm: str | None = setting(
         "ssl.endpoint.identification.algorithm", "https",
-        "A client setting, accepted and not used by the broker.",
+        "Followers check the leader's host name against its certificate on an SSL "
+        "inter-broker listener; empty turns the check off.",
     )
     log_dirs: list[str] = setting(
         "log.dirs", ["/tmp/kafka-logs"], "Directories holding partition logs and metadata.",
@@ -395,6 +396,36 @@ class BrokerConfig:
     default_replication_factor: int = setting(
         "default.replication.factor", 1, "Replication factor of auto-created topics.",
         check=between(1, 32767), dynamic=True,
+    )
+    # Replication: the follower's fetchers and the leader's ISR (Kafka's names and
+    # defaults).
+    replica_lag_time_max_ms: int = setting(
+        "replica.lag.time.max.ms", 30000, "A follower that has not caught up with the "
+        "leader's log end for this long leaves the ISR.", check=int_at_least(1),
+    )
+    replica_fetch_wait_max_ms: int = setting(
+        "replica.fetch.wait.max.ms", 500, "How long a follower's fetch waits at the leader "
+        "for data.", check=int_at_least(0),
+    )
+    replica_fetch_min_bytes: int = setting(
+        "replica.fetch.min.bytes", 1, "Bytes a follower's fetch waits for at the leader.",
+        check=int_at_least(1),
+    )
+    replica_fetch_max_bytes: int = setting(
+        "replica.fetch.max.bytes", 1048576, "Bytes a follower fetches per partition (a "
+        "larger first batch still comes whole).", check=int_at_least(0),
+    )
+    replica_fetch_response_max_bytes: int = setting(
+        "replica.fetch.response.max.bytes", 10485760, "Bytes a follower's fetch response "
+        "may carry.", check=int_at_least(0),
+    )
+    replica_fetch_backoff_ms: int = setting(
+        "replica.fetch.backoff.ms", 1000, "Pause of a follower's fetching after an error.",
+        check=int_at_least(0),
+    )
+    replica_socket_timeout_ms: int = setting(
+        "replica.socket.timeout.ms", 30000, "How long a follower waits for a fetch's answer "
+        "before reconnecting.", check=int_at_least(1),
     )
     auto_create_topics_enable: bool = setting(
         "auto.create.topics.enable", True,

@@ -79,6 +79,23 @@ def server_tls(cfg: BrokerConfig, listener_name: str) -> ServerTls:
     return ServerTls(ctx, lambda ssl_object: principal_of(ssl_object, mapper))
 
 
+def inter_broker_client_tls(cfg: BrokerConfig, listener_name: str) -> ssl.SSLContext:
+    """The context a follower connects to a leader's SSL inter-broker listener with:
+    the listener's own keystore as its client certificate (Kafka's brokers present it
+    to each other), its truststore (else the system's CAs) to check the leader, and
+    the host name checked unless ssl.endpoint.identification.algorithm is empty."""
+    s = ListenerSettings(cfg, listener_name)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _load_keystore(ctx, s, listener_name)
+    if not _load_truststore(ctx, s):
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    ctx.check_hostname = bool(s["ssl.endpoint.identification.algorithm"])
+    enabled = [_VERSIONS[p] for p in s["ssl.enabled.protocols"]]
+    ctx.minimum_version = min(enabled)
+    ctx.maximum_version = max(enabled)
+    return ctx
+
+
 def _read(path: str, key: str) -> str:
     try:
         with open(path, encoding="ascii", errors="replace") as f:

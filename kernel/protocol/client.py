@@ -1,0 +1,138 @@
+"""An outgoing connection to another broker, as Kafka's NetworkClient to one node.
+
+Replica fetchers use it to fetch from leaders. Requests and responses are kio's
+dataclasses, written and read with kio's own serializers; one request is in flight at a
+time, which is all a fetcher needs (Kafka's fetcher sends a fetch, handles its answer,
+then sends the next). Any failure closes the connection: the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import ssl
+import struct
+from functools import cache
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+class BrokerConnectionError(Exception):
+    """The other broker could not be reached, closed the connection, answered out of
+    turn or did not answer in time."""
+
+
+@cache
+def _request_writers(request_type: type) -> tuple[Any, Any]:
+    return entity_writer(request_type.__header_schema__), entity_writer(request_type)
+
+
+@cache
+def _response_readers(api_key: int, api_version: int) -> tuple[Any, Any]:
+    cls = load_response_schema(api_key, api_version)
+    # ApiVersions answers with header v0 whatever its version (the client cannot know
+    # the flexible header before it knows the versions).
+    header = None if api_key == API_VERSIONS_KEY else entity_reader(cls.__header_schema__)
+    return header, entity_reader(cls)
+
+
+def encode_request(body: Any, correlation_id: int, client_id: str) -> bytes:
+    """A request frame, size prefix included."""
+    header_type = body.__header_schema__
+    fields: dict[str, Any] = {"request_api_key": body.__api_key__,
+                              "request_api_version": body.__version__,
+                              "correlation_id": correlation_id}
+    if "client_id" in header_type.__dataclass_fields__:
+        fields["client_id"] = client_id
+    write_header, write_body = _request_writers(type(body))
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    write_header(buf, header_type(**fields))
+    write_body(buf, body)
+    frame = buf.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    read_header, read_body = _response_readers(api_key, api_version)
+    if read_header is None:
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        offset = 4
+    else:
+        header, offset = read_header(frame, 0)
+        correlation_id = header.correlation_id
+    body, _ = read_body(frame, offset)
+    return correlation_id, body
+
+
+class BrokerConnection:
+    """A connection to ``host:port``, opened on the first request."""
+
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
+                 ssl_context: ssl.SSLContext | None = None,
+                 max_response_bytes: int = 512 * 1024 * 1024) -> None:
+        self.host = host
+        self.port = port
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self._ssl = ssl_context
+        self._max_response_bytes = max_response_bytes
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    async def request(self, body: Any) -> Any:
+        """Send ``body`` and return the response body; raises BrokerConnectionError."""
+        try:
+            return await asyncio.wait_for(self._exchange(body), self._timeout_s)
+        except BrokerConnectionError:
+            self.close()
+            raise
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError, TimeoutError) as e:
+            self.close()
+            what = "timed out" if isinstance(e, TimeoutError) else f"{type(e).__name__}: {e}"
+            raise BrokerConnectionError(f"{self.host}:{self.port}: {what}") from None
+
+    async def _exchange(self, body: Any) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self._ssl,
+                server_hostname=self.host if self._ssl is not None else None)
+        assert self._reader is not None and self._writer is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        sent = self._correlation_id
+        self._writer.write(encode_request(body, sent, self._client_id))
+        await self._writer.drain()
+        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+        if not 4 <= size <= self._max_response_bytes:
+            raise BrokerConnectionError(
+                f"{self.host}:{self.port}: response of {size} bytes is out of bounds")
+        frame = await self._reader.readexactly(size)
+        try:
+            correlation_id, response = decode_response(frame, body.__api_key__,
+                                                       body.__version__)
+        except Exception as e:  # kio raises several types for a frame it cannot read
+            raise BrokerConnectionError(
+                f"{self.host}:{self.port}: unreadable response: {type(e).__name__}: {e}"
+            ) from None
+        if correlation_id != sent:
+            raise BrokerConnectionError(
+                f"{self.host}:{self.port}: correlation id {correlation_id} answers no "
+                f"request (expected {sent})")
+        return response
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
