@@ -4,11 +4,12 @@ Start: plugins loaded and their tables validated -> routes registered (ApiVersio
 generated from them) and SASL mechanisms per listener -> what the machine can refuse,
 before anything starts or logs: log dirs locked and checked for writes, listeners bound
 (not yet serving, so port 0 resolves to the real port before registration), the metrics
-endpoint bound -> metadata backend started (replay, registration) -> plugins' startup ->
+endpoint bound -> metadata backend started (replay, registration) -> replication
+(followers fetch from their leaders, leaders keep their ISR) -> plugins' startup ->
 listeners serve. Stop is the reverse: stop accepting, plugins' shutdown (they answer
-what they parked), let in-flight requests finish, logs closed cleanly, metadata backend
-stop. A start that fails stops what it started without a word, so its one-line error is
-the last.
+what they parked), replication stopped, let in-flight requests finish, logs closed
+cleanly, metadata backend stop. A start that fails stops what it started without a
+word, so its one-line error is the last.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from kernel.network.dispatch import RequestDispatcher
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
-from kernel.network.tls import TLS_PROTOCOLS, server_tls
+from kernel.network.tls import TLS_PROTOCOLS, inter_broker_client_tls, server_tls
 from kernel.plugins import KERNEL_PLUGIN, PluginFacade
 from kernel.purgatory import Purgatory, Timer
+from kernel.replica.fetcher import ReplicaFetcherManager
 from kernel.replica.manager import ReplicaManager
 from kernel.routing import Routes, RoutingError
 from kernel.sasl import SaslError, SaslMechanisms
@@ -145,6 +147,8 @@ class Broker:
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
         )
+        self.fetchers: ReplicaFetcherManager | None = None
+        self._isr_expiration: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self._stopped = asyncio.Event()
         self._starting = False  # start() was called: stop() has something to undo
@@ -264,6 +268,7 @@ class Broker:
         await self.logs.start()
         self._on_image(None, backend.image)
         backend.add_listener(self._on_image)
+        self._start_replication(backend)
         self._plugins_starting = True
         try:
             await self.plugins.startup(self)
@@ -301,6 +306,7 @@ class Broker:
         # that failed half-way through the plugins stops the ones that did start too.
         if self._plugins_starting:
             await self.plugins.shutdown(self)
+        await self._stop_replication()
         for listener in self.listeners:
             await listener.close_connections(SHUTDOWN_GRACE_S)
         self.produce_purgatory.shutdown()
@@ -315,6 +321,53 @@ class Broker:
         self._stopped.set()
         if not quiet:
             self.log.info("broker stopped")
+
+    def _inter_broker_listener(self) -> str:
+        cfg = self.config
+        return (cfg.inter_broker_listener_name or cfg.security_inter_broker_protocol).upper()
+
+    def _start_replication(self, backend: MetadataBackend) -> None:
+        """Followers fetch from their leaders on the inter-broker listener; every half
+        replica.lag.time.max.ms, leaders drop lagging followers from their ISR."""
+        listener = self._inter_broker_listener()
+        protocol = next((e.security_protocol for e in self.endpoints
+                         if e.listener_name == listener), "PLAINTEXT")
+        tls = None
+        if protocol == "SSL":
+            try:
+                tls = inter_broker_client_tls(self._static_config, listener)
+            except ConfigError as e:
+                raise StartupError(f"{self.loaded.source}: {e}") from None
+        image = lambda: backend.image  # noqa: E731  (the image changes; read it each time)
+
+        def endpoint_of(broker_id: int) -> BrokerEndpoint | None:
+            registration = image().brokers.get(broker_id)
+            return registration.endpoint(listener) if registration is not None else None
+
+        self.fetchers = ReplicaFetcherManager(
+            self.config.broker_id, lambda: self.config, self.replicas, endpoint_of, listener,
+            self.log.bind(component="fetcher"), ssl_context=tls)
+        self.replicas.start_replication(self.fetchers, backend.alter_partition)
+        self._isr_expiration = asyncio.ensure_future(self._expire_isrs())
+
+    async def _expire_isrs(self) -> None:
+        while True:
+            lag_max = self.config.replica_lag_time_max_ms
+            await asyncio.sleep(lag_max / 2000)
+            try:
+                self.replicas.shrink_isrs(lag_max)
+            except Exception:  # one bad partition must not end the checks for all
+                self.log.exception("ISR expiration failed")
+
+    async def _stop_replication(self) -> None:
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+            await asyncio.gather(self._isr_expiration, return_exceptions=True)
+            self._isr_expiration = None
+        await self.replicas.stop_replication()
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
+            self.fetchers = None
 
     def _error_logged(self, event: MutableMapping[str, Any]) -> None:
         self.recent_errors.append(" ".join(f"{k}={v}" for k, v in event.items()))

@@ -307,6 +307,12 @@ class DelayedProduce(DelayedResponse):
         for r in self.results:
             if not _replicated(r):
                 r.error = ErrorCode.request_timed_out
+            elif r.error == ErrorCode.none and r.partition is not None and \
+                    len(r.partition.maximal_isr) < r.partition.log.config.min_insync_replicas:
+                # Kafka's checkEnoughReplicasReachOffset: the ISR shrank below
+                # min.insync.replicas while the write waited; it is in the log, but not
+                # as safe as acks=all promised.
+                r.error = ErrorCode.not_enough_replicas_after_append
         super().on_complete()
 
 

@@ -8,15 +8,27 @@ Produce and the coordinators alike. Appends, high-watermark moves and follower f
 wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
 After applying an image it publishes each local replica's change of role (leader,
 follower, deleted) to its leadership listeners.
+
+A follower replica is fetched from its leader by the replica fetchers
+(:mod:`kernel.replica.fetcher`), which write through :meth:`append_records_as_follower`.
+A leader keeps its ISR: followers that catch up join it, and a periodic check
+(:meth:`shrink_isrs`, every half ``replica.lag.time.max.ms`` as Kafka's isr-expiration)
+drops those that lag; each change is sent to the controller through the metadata
+backend's ``alter_partition`` and applied when the image brings it back. A leader that
+becomes a follower answers its waiting produces and fetches at once, as Kafka's
+makeFollowers does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import ClusterImage, TopicImage
+from kernel.cluster import NO_LEADER, ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
 from kernel.log.validator import AppendOrigin
 from kernel.protocol.errors import KafkaError
@@ -28,6 +40,17 @@ if TYPE_CHECKING:
     from kernel.log import LogAppendInfo
 
 TopicPartition = tuple[str, int]
+# The metadata backend's alter_partition: (topic, partition, isr, leader_epoch,
+# partition_epoch) -> the new state.
+AlterPartition = Callable[[str, int, tuple[int, ...], int, int], Awaitable[PartitionState]]
+
+
+class Follower(Protocol):
+    """Who fetches followed partitions from their leaders (the fetcher manager)."""
+
+    def follow(self, partition: Partition, leader_id: int, leader_epoch: int) -> None: ...
+
+    def unfollow(self, key: TopicPartition) -> None: ...
 
 
 class ReplicaObservers(Protocol):
@@ -61,6 +84,27 @@ class ReplicaManager:
         self._log = logger
         self.partitions: dict[TopicPartition, Partition] = {}
         self._leadership_listeners: list[LeadershipListener] = []
+        self._follower: Follower | None = None
+        self._alter_partition: AlterPartition | None = None
+        self._isr_tasks: set[asyncio.Task[None]] = set()
+
+    def start_replication(self, follower: Follower, alter_partition: AlterPartition) -> None:
+        """From now on followed partitions are fetched through ``follower`` and ISR
+        changes go to ``alter_partition``; the partitions hosted already start too."""
+        self._follower = follower
+        self._alter_partition = alter_partition
+        for partition in self.partitions.values():
+            partition.set_alter_isr(self._request_isr_change)
+            if partition.state is not None and not partition.is_leader:
+                self._follow(partition, partition.state)
+
+    async def stop_replication(self) -> None:
+        self._follower = None
+        self._alter_partition = None
+        tasks = list(self._isr_tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- following the cluster image -----------------------------------------
 
@@ -77,19 +121,31 @@ class ReplicaManager:
             if previous is not None and configs_changed:
                 self.logs.update_topic_config(topic.name, topic.configs)
             for state in topic.partitions.values():
-                if self.broker_id not in state.replicas:
-                    continue
                 key = (topic.name, state.partition)
+                if self.broker_id not in state.replicas:
+                    if key in self.partitions:  # reassigned away: Kafka's StopReplica
+                        self._remove_partition(key, changes)
+                    continue
                 partition = self.partitions.get(key)
                 if partition is None:
                     partition = self._create_partition(topic, state.partition)
                 if previous is not None and partition.state == state and not configs_changed:
                     continue
                 was = _role(partition)
+                before = partition.state
                 if state.leader == self.broker_id:
                     partition.make_leader(state)
+                    if self._follower is not None:
+                        self._follower.unfollow(key)
                 else:
                     partition.make_follower(state)
+                    if (before is None or before.leader != state.leader
+                            or before.leader_epoch != state.leader_epoch):
+                        self._follow(partition, state)
+                    if was[0] is Role.LEADER:
+                        # As Kafka's makeFollowers: waiting produces and fetches are
+                        # answered now (NOT_LEADER_OR_FOLLOWER), not at their timeout.
+                        self._wake_all(key)
                 if _role(partition) != was:
                     changes.append(LeadershipChange(partition.topic, partition.partition,
                                                     *_role(partition)))
@@ -99,18 +155,36 @@ class ReplicaManager:
     def _create_partition(self, topic: TopicImage, index: int) -> Partition:
         log = self.logs.get_or_create_log(topic.name, index, topic.configs)
         partition = Partition(topic.name, index, topic.topic_id, log, self.broker_id,
-                              self._on_high_watermark)
+                              self._on_high_watermark,
+                              self._request_isr_change if self._alter_partition else None)
         self.partitions[(topic.name, index)] = partition
         return partition
 
+    def _follow(self, partition: Partition, state: PartitionState) -> None:
+        if self._follower is None:
+            return
+        if state.leader == NO_LEADER or state.leader == self.broker_id:
+            self._follower.unfollow(partition.key)
+        else:
+            self._follower.follow(partition, state.leader, state.leader_epoch)
+
     def _delete_topic(self, topic: TopicImage, changes: list[LeadershipChange]) -> None:
         for index in topic.partitions:
-            partition = self.partitions.pop((topic.name, index), None)
-            if partition is not None:
-                self.logs.delete_log(topic.name, index)
-                self._wake_all(partition.key)  # waiting operations answer now
-                changes.append(LeadershipChange(topic.name, index, Role.DELETED, -1))
+            self._remove_partition((topic.name, index), changes)
         self._log.info("deleted topic logs", topic=topic.name)
+
+    def _remove_partition(self, key: TopicPartition,
+                          changes: list[LeadershipChange]) -> None:
+        """The replica leaves this broker (topic deleted, or reassigned elsewhere): no
+        more fetching, its log deleted, its waiting operations answered now."""
+        partition = self.partitions.pop(key, None)
+        if partition is None:
+            return
+        if self._follower is not None:
+            self._follower.unfollow(key)
+        self.logs.delete_log(*key)
+        self._wake_all(key)
+        changes.append(LeadershipChange(key[0], key[1], Role.DELETED, -1))
 
     def _wake_all(self, key: TopicPartition) -> None:
         self.fetch_purgatory.check_and_complete(key)
@@ -168,6 +242,62 @@ class ReplicaManager:
         produces and consumer fetches) and its log start offset (DeleteRecords)."""
         partition.update_follower_fetch_state(replica_id, fetch_offset, log_start_offset)
         self.delete_records_purgatory.check_and_complete(partition.key)
+
+    # -- the ISR ------------------------------------------------------------------
+
+    def _request_isr_change(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """A leader's proposed ISR goes to the controller; the image brings the answer."""
+        alter = self._alter_partition
+        state = partition.state
+        if alter is None or state is None:
+            partition.alter_isr_failed(isr)
+            return
+        self._log.info("proposing ISR", topic=partition.topic, partition=partition.partition,
+                       isr=list(isr), was=list(state.isr))
+
+        async def send() -> None:
+            try:
+                await alter(partition.topic, partition.partition, isr, state.leader_epoch,
+                            state.partition_epoch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # refused (fenced, stale) or the controller unreachable
+                self._log.info("ISR change not made", topic=partition.topic,
+                               partition=partition.partition, isr=list(isr),
+                               error=str(e) or type(e).__name__)
+            # Answered either way: the image has (or will have) the ISR that holds.
+            partition.alter_isr_failed(isr)
+
+        task = asyncio.ensure_future(send())
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    def shrink_isrs(self, lag_time_max_ms: int, now_ms: int | None = None) -> None:
+        """Kafka's isr-expiration: every led partition drops the followers that have not
+        caught up for ``lag_time_max_ms``."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for partition in list(self.partitions.values()):
+            partition.maybe_shrink_isr(now, lag_time_max_ms)
+
+    # -- the follower path --------------------------------------------------------
+
+    def append_records_as_follower(self, partition: Partition, records: bytes | memoryview,
+                                   leader_high_watermark: int,
+                                   leader_log_start_offset: int) -> None:
+        """What a fetch from the leader brought: its batches (offsets as the leader
+        assigned them), then the leader's high watermark and log start offset."""
+        if partition.is_leader:
+            return  # became leader while the fetch was out
+        log = partition.log
+        if records:
+            info = log.append_as_follower(records)
+            if info.last_offset >= 0:
+                self._plugins.log_appended(partition.topic, partition.partition,
+                                           info.first_offset, info.last_offset)
+        partition.update_follower_high_watermark(leader_high_watermark)
+        start = min(leader_log_start_offset, partition.high_watermark)
+        if start > log.log_start_offset:
+            log.delete_records_before(start, partition.high_watermark)
 
     def _on_high_watermark(self, partition: Partition, high_watermark: int) -> None:
         key = partition.key

@@ -2,10 +2,19 @@
 
 The leader appends client batches and moves the high watermark to the smallest log end
 offset among the in-sync replicas (itself included), so with an ISR of one the high
-watermark follows every append. Followers (the replication issue) append fetched
-batches and take the leader's high watermark. Consumers read below the high watermark,
-READ_COMMITTED ones below the last stable offset, which the log's open transactions
-hold back (the log owns it; each high watermark move is told to the log first).
+watermark follows every append. Followers append what their fetcher brings from the
+leader and take the leader's high watermark, capped at their own log end. Consumers
+read below the high watermark, READ_COMMITTED ones below the last stable offset, which
+the log's open transactions hold back (the log owns it; each high watermark move is
+told to the log first).
+
+The leader keeps its ISR as Kafka's Partition does: a follower whose log end reached
+the high watermark and the current leader epoch's start offset joins it; one that has
+not caught up with the leader's log end for ``replica.lag.time.max.ms`` leaves it. Each
+change goes to the controller (``alter_isr``, AlterPartition) and takes effect when the
+cluster image brings it back; while one is in flight no other is sent, and the high
+watermark waits for the larger of the two ISRs (Kafka's maximal ISR), so a follower
+being added can never be behind a committed offset.
 """
 
 from __future__ import annotations
@@ -23,6 +32,13 @@ from kernel.log.validator import AppendOrigin
 from kernel.protocol.errors import KafkaError
 
 HighWatermarkListener = Callable[["Partition", int], None]
+# Asks the controller for a new ISR of a partition this broker leads (AlterPartition);
+# the answer comes back through the cluster image.
+AlterIsr = Callable[["Partition", tuple[int, ...]], None]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -32,12 +48,27 @@ class ReplicaProgress:
     log_end_offset: int = -1
     log_start_offset: int = -1  # unknown until its first fetch, as in Kafka
     last_caught_up_ms: int = 0
+    # The leader's log end and the time at the follower's previous fetch: a follower
+    # that reached it has caught up as of then (Kafka's lastFetchLeaderLogEndOffset).
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_ms: int = 0
+
+    def fetched(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int) -> None:
+        """Kafka's Replica.updateFetchStateOrThrow: a follower caught up when it asks for
+        the leader's log end, or for the log end the leader had at its previous fetch."""
+        if fetch_offset >= leader_log_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_log_end_offset
+        self.last_fetch_ms = now_ms
 
 
 class Partition:
     def __init__(
         self, topic: str, partition: int, topic_id: uuid.UUID, log: Any, local_broker_id: int,
-        on_high_watermark: HighWatermarkListener,
+        on_high_watermark: HighWatermarkListener, alter_isr: AlterIsr | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -46,8 +77,13 @@ class Partition:
         self.local_broker_id = local_broker_id
         self._on_high_watermark = on_high_watermark
         self.state: PartitionState | None = None
+        self._alter_isr = alter_isr
         self.high_watermark = 0
         self.remote_replicas: dict[int, ReplicaProgress] = {}
+        # The ISR of an AlterPartition in flight (None: none is).
+        self.pending_isr: tuple[int, ...] | None = None
+        # Where this broker's current leader epoch starts in its log.
+        self.leader_epoch_start_offset = -1
 
     @property
     def key(self) -> tuple[str, int]:
@@ -74,20 +110,47 @@ class Partition:
 
     # -- role changes (driven by the cluster image) ---------------------------
 
+    def set_alter_isr(self, alter_isr: AlterIsr | None) -> None:
+        self._alter_isr = alter_isr
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR the high watermark waits for: with a change in flight, the union of
+        the committed and the proposed ISR (Kafka's maximalIsr)."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(r for r in pending if r not in self.isr)
+
     def make_leader(self, state: PartitionState) -> None:
-        # As Kafka's makeLeader: the new epoch starts at the log end offset, so that
-        # OffsetForLeaderEpoch answers for it before anything is appended in it.
+        """Lead in ``state``'s epoch (again, when only the ISR or replicas changed)."""
+        new_epoch = not self.is_leader or state.leader_epoch != self.leader_epoch
         self.state = state
-        self.log.assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
-        self.remote_replicas = {
-            r: self.remote_replicas.get(r, ReplicaProgress())
-            for r in state.replicas if r != self.local_broker_id
-        }
+        self.pending_isr = None  # whatever was in flight is answered by this state
+        now = _now_ms()
+        if new_epoch:
+            # As Kafka's makeLeader: the new epoch starts at the log end offset, so that
+            # OffsetForLeaderEpoch answers for it before anything is appended in it, and
+            # the ISR's followers count as caught up now, not at their last fetch.
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.log.assign_epoch_start_offset(state.leader_epoch,
+                                               self.leader_epoch_start_offset)
+            self.remote_replicas = {
+                r: ReplicaProgress(last_caught_up_ms=now if r in state.isr else 0)
+                for r in state.replicas if r != self.local_broker_id
+            }
+        else:
+            self.remote_replicas = {
+                r: self.remote_replicas.get(r) or ReplicaProgress()
+                for r in state.replicas if r != self.local_broker_id
+            }
         self.maybe_increment_high_watermark()
 
     def make_follower(self, state: PartitionState) -> None:
         self.state = state
         self.remote_replicas = {}
+        self.pending_isr = None
+        self.leader_epoch_start_offset = -1
 
     # -- leader path --------------------------------------------------------
 
@@ -125,15 +188,52 @@ class Partition:
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
                                     log_start_offset: int) -> None:
         """Record a follower's fetch: its log end offset (the offset it asks for) moves
-        the high watermark, and its log start offset the low watermark."""
+        the high watermark and may return it to the ISR, and its log start offset the
+        low watermark."""
         progress = self.remote_replicas.get(replica_id)
         if progress is None:
             return
-        progress.log_end_offset = fetch_offset
+        progress.fetched(fetch_offset, self.log.log_end_offset, _now_ms())
         progress.log_start_offset = log_start_offset
-        if fetch_offset >= self.log.log_end_offset:
-            progress.last_caught_up_ms = int(time.time() * 1000)
+        self.maybe_expand_isr(replica_id, progress)
         self.maybe_increment_high_watermark()
+
+    # -- the ISR (leader) ---------------------------------------------------------
+
+    def maybe_expand_isr(self, replica_id: int, progress: ReplicaProgress) -> None:
+        """Kafka's maybeExpandIsr: a follower outside the ISR that reached the high
+        watermark and this epoch's start joins it."""
+        if (self.pending_isr is not None or replica_id in self.isr
+                or self._alter_isr is None or not self.is_leader):
+            return
+        if (progress.log_end_offset >= self.high_watermark
+                and progress.log_end_offset >= self.leader_epoch_start_offset):
+            self._propose_isr((*self.isr, replica_id))
+
+    def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> tuple[int, ...]:
+        """Kafka's maybeShrinkIsr: followers in the ISR that have not caught up for
+        ``lag_time_max_ms`` leave it. Returns those asked to leave."""
+        if self.pending_isr is not None or self._alter_isr is None or not self.is_leader:
+            return ()
+        lagging = tuple(
+            r for r in self.isr if r != self.local_broker_id and (
+                (p := self.remote_replicas.get(r)) is None
+                or now_ms - p.last_caught_up_ms > lag_time_max_ms)
+        )
+        if lagging:
+            self._propose_isr(tuple(r for r in self.isr if r not in lagging))
+        return lagging
+
+    def _propose_isr(self, isr: tuple[int, ...]) -> None:
+        assert self._alter_isr is not None
+        self.pending_isr = isr
+        self._alter_isr(self, isr)
+
+    def alter_isr_failed(self, proposed: tuple[int, ...]) -> None:
+        """The controller refused (or never answered) ``proposed``: a later fetch or
+        check may propose again; a newer image may already have moved on."""
+        if self.pending_isr == proposed:
+            self.pending_isr = None
 
     def low_watermark(self, live_brokers: Container[int]) -> int:
         """Kafka's lowWatermarkIfLeader: the smallest log start offset among this replica
@@ -148,7 +248,7 @@ class Partition:
         if not self.is_leader:
             return False
         candidates = [self.log.log_end_offset]
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.local_broker_id:
                 progress = self.remote_replicas.get(replica)
                 candidates.append(progress.log_end_offset if progress else -1)
@@ -159,6 +259,26 @@ class Partition:
             self._on_high_watermark(self, new_hw)
             return True
         return False
+
+    # -- follower path -------------------------------------------------------------
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower takes the leader's high watermark, capped at its own log end (as
+        Kafka's follower does); True when it moved."""
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        if new_hw <= self.high_watermark:
+            return False
+        self.high_watermark = new_hw
+        self.log.on_high_watermark_updated(new_hw)
+        self._on_high_watermark(self, new_hw)
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """A follower's divergent tail goes; the high watermark cannot stay above the
+        new log end."""
+        self.log.truncate_to(offset)
+        if self.high_watermark > self.log.log_end_offset:
+            self.high_watermark = self.log.log_end_offset
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320 fencing of requests that carry the leader epoch the client knows."""
