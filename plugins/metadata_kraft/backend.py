@@ -33,6 +33,7 @@ from kernel.cluster import (
     ScramCredential,
     TopicImage,
     assign_replicas,
+    broker_racks,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
 
@@ -409,6 +410,7 @@ class KRaftMetadataBackend:
             brokers, topic.num_partitions, topic.replication_factor,
             start_index=self._rng.randrange(len(brokers)),
             replica_shift=self._rng.randrange(len(brokers)),
+            racks=broker_racks(image),
         )
 
     async def delete_topics(self, names: list[str]) -> None:
@@ -471,7 +473,7 @@ class KRaftMetadataBackend:
                 start = self._rng.randrange(len(brokers))
             new_assignment = assign_replicas(
                 brokers, added, replication_factor, start_index=start, replica_shift=start,
-                first_partition=count,
+                first_partition=count, racks=broker_racks(image),
             )
         new = await self._commit([
             _partition_record(image, current.topic_id, partition, replicas)

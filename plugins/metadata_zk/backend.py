@@ -43,6 +43,7 @@ from kernel.cluster import (
     ScramCredential,
     TopicImage,
     assign_replicas,
+    broker_racks,
     is_internal_topic,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
@@ -617,7 +618,7 @@ class ZkMetadataBackend:
         return [self._image.topics[t.name] for t in topics]
 
     def _new_assignment(self, topic: NewTopic, brokers: list[int]) -> list[tuple[int, ...]]:
-        """Kafka's AdminZkClient checks and its rack-unaware placement."""
+        """Kafka's AdminZkClient checks and its placement."""
         if topic.assignments is not None:
             ids = sorted(topic.assignments)
             if not ids or ids != list(range(len(ids))):
@@ -633,7 +634,8 @@ class ZkMetadataBackend:
         _check_replication_factor(topic.replication_factor, len(brokers))
         return assign_replicas(brokers, topic.num_partitions, topic.replication_factor,
                                start_index=self._rng.randrange(len(brokers)),
-                               replica_shift=self._rng.randrange(len(brokers)))
+                               replica_shift=self._rng.randrange(len(brokers)),
+                               racks=broker_racks(self._image))
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                                    Mapping[str, str]]]) -> None:
@@ -710,7 +712,8 @@ class ZkMetadataBackend:
             _check_replication_factor(len(first), len(brokers))
             start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
             new = assign_replicas(brokers, added, len(first), start_index=start,
-                                  replica_shift=start, first_partition=count)
+                                  replica_shift=start, first_partition=count,
+                                  racks=broker_racks(self._image))
         partitions = dict(cached.assignment.partitions)
         partitions.update(enumerate(new, start=count))
         data, version = encode_topic(current.topic_id, partitions), cached.version
