@@ -10,10 +10,13 @@ raise ``KafkaError`` with Kafka's error code when a request is invalid.
 
 from __future__ import annotations
 
+import enum
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+from kernel.protocol.errors import ErrorCode, KafkaError
 
 NO_LEADER = -1
 
@@ -74,6 +77,25 @@ class PartitionState:
     # partition epoch, used to fence stale AlterPartition requests.
     partition_epoch: int = 0
     offline_replicas: tuple[int, ...] = ()
+    # A reassignment in progress (KIP-455): ``replicas`` is then the full set, the
+    # targets first; ``adding_replicas`` join it, ``removing_replicas`` leave it once
+    # every target is in the ISR.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """Where a reassignment goes (the replicas when none is in progress)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """Where a reassignment started (the replicas when none is in progress)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +170,28 @@ class AclBinding:
     permission_type: int
 
 
+TopicPartition = tuple[str, int]
+
+
+class ElectionType(enum.IntEnum):
+    """ElectLeaders' election_type, Kafka's ElectionType."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOutcome:
+    """One partition's answer to an election or a reassignment (Kafka's ApiError)."""
+
+    error_code: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+    @classmethod
+    def of(cls, error: KafkaError) -> PartitionOutcome:
+        return cls(error.error_code, error.message)
+
+
 @runtime_checkable
 class MetadataBackend(Protocol):
     """What the kernel needs from a metadata plugin (KRaft-style, ZooKeeper, ...).
@@ -188,6 +232,26 @@ class MetadataBackend(Protocol):
         partition_epoch: int,
     ) -> PartitionState:
         """Leader-driven ISR change (KIP-497); fenced by the epochs."""
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartition],
+        timeout_ms: int,
+    ) -> dict[TopicPartition, PartitionOutcome]:
+        """Kafka's ElectLeaders for ``partitions``: each is answered once the image shows
+        its new leader (REQUEST_TIMED_OUT when it does not within ``timeout_ms``), or
+        with ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+    ) -> dict[TopicPartition, PartitionOutcome]:
+        """Start (target replicas), replace or cancel (None) reassignments (KIP-455);
+        each partition is answered once the image shows the reassignment started (or
+        done). INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS and
+        UNKNOWN_TOPIC_OR_PARTITION per partition. The image's PartitionState carries
+        the reassignments in progress."""
+        ...
 
     async def allocate_producer_ids(self) -> range:
         """A block of producer ids for this broker that no broker was given before,
@@ -250,12 +314,17 @@ def is_internal_topic(name: str) -> bool:
     return name in ("__consumer_offsets", "__transaction_state")
 
 
-# Replica placement, which every metadata backend's controller uses: Kafka's rack-unaware
-# assignment (AdminUtils). The first replica of partition p goes to broker
-# (p + start_index) mod n, so leaders spread round-robin; followers follow at a shift
-# that grows every n partitions, so the replicas of one broker's partitions do not all
-# land on the same other broker. A random start index and shift keep broker 0 from
-# leading partition 0 of every topic.
+# Replica placement, which every metadata backend's controller uses: Kafka's assignment
+# (AdminUtils, as its ZooKeeper-mode brokers ran it). The first replica of partition p
+# goes to broker (p + start_index) mod n, so leaders spread round-robin; followers follow
+# at a shift that grows every n partitions, so the replicas of one broker's partitions do
+# not all land on the same other broker. A random start index and shift keep broker 0
+# from leading partition 0 of every topic. When brokers have racks (broker.rack), the
+# brokers are first ordered alternating racks, and a follower is skipped while a rack
+# (or broker) without a replica of the partition remains.
+
+RACKS_INCOMPLETE = "Not all brokers have rack information for replica rack aware assignment."
+
 
 def assign_replicas(
     broker_ids: Sequence[int],
@@ -265,12 +334,21 @@ def assign_replicas(
     start_index: int,
     replica_shift: int,
     first_partition: int = 0,
+    racks: Mapping[int, str | None] | None = None,
 ) -> list[tuple[int, ...]]:
     """Replica lists of partitions ``first_partition ..``; ``broker_ids`` sorted, at
-    least ``replication_factor`` of them."""
+    least ``replication_factor`` of them. ``racks`` (broker id -> rack): rack-aware when
+    any broker has one; some without one is Kafka's AdminOperationException, which its
+    brokers answered UNKNOWN_SERVER_ERROR."""
     n = len(broker_ids)
     if not 0 < replication_factor <= n:
         raise ValueError(f"replication factor {replication_factor} with {n} brokers")
+    known = {b: r for b in broker_ids if (r := (racks or {}).get(b)) is not None}
+    if known:
+        if len(known) < n:
+            raise KafkaError(ErrorCode.unknown_server_error, RACKS_INCOMPLETE)
+        return _assign_rack_aware(known, partitions, replication_factor, start_index,
+                                  replica_shift, first_partition)
     shift = replica_shift
     assignment: list[tuple[int, ...]] = []
     for partition in range(first_partition, first_partition + partitions):
@@ -283,3 +361,134 @@ def assign_replicas(
         )
         assignment.append((broker_ids[first], *followers))
     return assignment
+
+
+def rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Kafka's getRackAlternatedBrokerList: one broker of each rack in turn (racks by
+    name, brokers of a rack by id) until every broker is listed."""
+    by_rack: dict[str, list[int]] = {}
+    for broker, rack in sorted(racks.items()):
+        by_rack.setdefault(rack, []).append(broker)
+    queues = [iter(by_rack[r]) for r in sorted(by_rack)]
+    out: list[int] = []
+    while len(out) < len(racks):
+        for queue in queues:
+            broker = next(queue, None)
+            if broker is not None:
+                out.append(broker)
+    return out
+
+
+def _assign_rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: int,
+                       start_index: int, replica_shift: int, first_partition: int,
+                       ) -> list[tuple[int, ...]]:
+    arranged = rack_alternated(racks)
+    n, rack_count = len(arranged), len(set(racks.values()))
+    shift = replica_shift
+    assignment: list[tuple[int, ...]] = []
+    for partition in range(first_partition, first_partition + partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        leader = arranged[first]
+        replicas, used_racks, used = [leader], {racks[leader]}, {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                broker = arranged[(first + 1 + (shift * rack_count + k) % (n - 1)) % n]
+                k += 1
+                # A rack (or broker) already holding a replica is passed over while one
+                # without remains.
+                if (racks[broker] not in used_racks or len(used_racks) == rack_count) \
+                        and (broker not in used or len(used) == n):
+                    replicas.append(broker)
+                    used_racks.add(racks[broker])
+                    used.add(broker)
+                    break
+        assignment.append(tuple(replicas))
+    return assignment
+
+
+def broker_racks(image: ClusterImage) -> dict[int, str | None]:
+    return {b.node_id: b.rack for b in image.brokers.values()}
+
+
+# Leader elections, as Kafka's controller runs them (PartitionLeaderElectionAlgorithms),
+# shared by the metadata backends.
+
+def offline_election(replicas: Sequence[int], isr: Sequence[int], live: Collection[int], *,
+                     unclean: bool) -> tuple[int, tuple[int, ...]] | None:
+    """Kafka's offlinePartitionLeaderElection: the first live replica in the ISR, the ISR
+    its live members; else, when unclean election is allowed, the first live replica
+    with an ISR of itself alone; else None."""
+    live_isr = tuple(r for r in isr if r in live)
+    leader = next((r for r in replicas if r in live_isr), None)
+    if leader is not None:
+        return leader, live_isr
+    if unclean:
+        leader = next((r for r in replicas if r in live), None)
+        if leader is not None:
+            return leader, (leader,)
+    return None
+
+
+def requested_election(state: PartitionState, election_type: ElectionType,
+                       live: Collection[int]) -> tuple[int, tuple[int, ...]]:
+    """The (leader, ISR) an ElectLeaders request gives the partition; raises
+    ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE or
+    ELIGIBLE_LEADERS_NOT_AVAILABLE as Kafka's controller answers them."""
+    if election_type == ElectionType.PREFERRED:
+        preferred = state.replicas[0] if state.replicas else NO_LEADER
+        if state.leader == preferred:
+            raise KafkaError(ErrorCode.election_not_needed)
+        if preferred in live and preferred in state.isr:
+            return preferred, state.isr
+        raise KafkaError(ErrorCode.preferred_leader_not_available,
+                         f"Failed to elect leader for partition {state.partition}: the "
+                         f"preferred replica {preferred} is not live and in the ISR "
+                         f"{list(state.isr)}.")
+    if state.leader != NO_LEADER and state.leader in live:
+        raise KafkaError(ErrorCode.election_not_needed)
+    elected = offline_election(state.replicas, state.isr, live, unclean=True)
+    if elected is None:
+        raise KafkaError(ErrorCode.eligible_leaders_not_available,
+                         f"Failed to elect leader for partition {state.partition}: no "
+                         f"replica of {list(state.replicas)} is live.")
+    return elected
+
+
+# Reassignments (KIP-455), checked as Kafka's controller checks them.
+
+def reassignment(state: PartitionState | None, target: Sequence[int] | None,
+                 live: Collection[int],
+                 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The (replicas, adding, removing) a reassignment to ``target`` gives the partition
+    (Kafka's ReplicaAssignment.reassignTo: targets first, then the original replicas
+    leaving); ``target`` None cancels, back to the original replicas. Raises
+    UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS or
+    INVALID_REPLICA_ASSIGNMENT."""
+    if state is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+    original = state.original_replicas
+    if target is None:
+        if not state.reassigning:
+            raise KafkaError(ErrorCode.no_reassignment_in_progress)
+        target = original
+    target = tuple(target)
+    if not target:
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         "Empty replica list specified in partition reassignment.")
+    if len(set(target)) != len(target):
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         "Duplicate replica ids in partition reassignment replica list: "
+                         f"{list(target)}")
+    if any(r < 0 for r in target):
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         f"Invalid broker id in replica list: {list(target)}")
+    replicas = tuple(dict.fromkeys((*target, *original)))
+    adding = tuple(r for r in replicas if r not in original)
+    if not set(adding) <= set(live):
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         "Replica assignment has brokers that are not alive. Replica list: "
+                         f"{list(adding)}, live broker list: {sorted(live)}")
+    return replicas, adding, tuple(r for r in replicas if r not in target)

@@ -296,7 +296,11 @@ class BrokerConfig:
         "broker.id", 1, "This broker's id in the cluster (Kafka's node.id in KRaft mode).",
         check=int_at_least(0),
     )
-    broker_rack: str | None = setting("broker.rack", None, "Rack of the broker.")
+    broker_rack: str | None = setting(
+        "broker.rack", None,
+        "Rack of the broker, registered with it: replicas are placed over the racks "
+        "(Kafka's rack-aware assignment); racks on some brokers only refuse automatic "
+        "placement.")
     listeners: list[str] = setting(
         "listeners", ["PLAINTEXT://127.0.0.1:9092"],
         "Listeners as NAME://host:port; port 0 picks a free port.",
@@ -540,7 +544,9 @@ class BrokerConfig:
         dynamic=True,
     )
     unclean_leader_election_enable: bool = setting(
-        "unclean.leader.election.enable", False, "Allow an out-of-sync replica to lead.",
+        "unclean.leader.election.enable", False,
+        "When no in-sync replica is live, the controller makes the first live replica "
+        "leader, with an ISR of itself alone (records may be lost). Topic default.",
         dynamic=True,
     )
     fetch_max_bytes: int = setting(

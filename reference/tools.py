@@ -36,6 +36,9 @@ GET_OFFSET_SHELL = "org.apache.kafka.tools.GetOffsetShell"  # kafka-get-offsets
 DELETE_RECORDS_COMMAND = "org.apache.kafka.tools.DeleteRecordsCommand"  # kafka-delete-records
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"  # kafka-producer-perf-test
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"  # kafka-consumer-perf-test
+# kafka-reassign-partitions
+REASSIGN_PARTITIONS_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election
 
 # A tool is a short-lived JVM: the C1 compiler alone starts it quicker, and it needs
 # little heap. The JVM's own warnings go to stderr, never into the output a test reads.

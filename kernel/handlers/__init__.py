@@ -11,6 +11,7 @@ from types import ModuleType
 
 from kernel.handlers import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     create_partitions,
     create_topics,
@@ -20,9 +21,11 @@ from kernel.handlers import (
     describe_configs,
     describe_producers,
     describe_topic_partitions,
+    elect_leaders,
     fetch,
     incremental_alter_configs,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_for_leader_epoch,
     produce,
@@ -49,6 +52,9 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_topic_partitions,
     write_txn_markers,
     describe_producers,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 )
 
 

@@ -27,12 +27,18 @@ from kernel.cluster import (
     AclBinding,
     BrokerRegistration,
     ClusterImage,
+    ElectionType,
     ImageListener,
     NewTopic,
+    PartitionOutcome,
     PartitionState,
     ScramCredential,
     TopicImage,
+    TopicPartition,
     assign_replicas,
+    broker_racks,
+    reassignment,
+    requested_election,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
 
@@ -409,6 +415,7 @@ class KRaftMetadataBackend:
             brokers, topic.num_partitions, topic.replication_factor,
             start_index=self._rng.randrange(len(brokers)),
             replica_shift=self._rng.randrange(len(brokers)),
+            racks=broker_racks(image),
         )
 
     async def delete_topics(self, names: list[str]) -> None:
@@ -471,7 +478,7 @@ class KRaftMetadataBackend:
                 start = self._rng.randrange(len(brokers))
             new_assignment = assign_replicas(
                 brokers, added, replication_factor, start_index=start, replica_shift=start,
-                first_partition=count,
+                first_partition=count, racks=broker_racks(image),
             )
         new = await self._commit([
             _partition_record(image, current.topic_id, partition, replicas)
@@ -565,6 +572,62 @@ class KRaftMetadataBackend:
         state = new.partition(topic, partition)
         assert state is not None
         return state
+
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartition],
+        timeout_ms: int,
+    ) -> dict[TopicPartition, PartitionOutcome]:
+        """Kafka's ReplicationControlManager.electLeaders: the elections needed and
+        possible, committed as PartitionChangeRecords in one batch (with one broker,
+        mostly ELECTION_NOT_NEEDED)."""
+        return await self._serialized(lambda: self._elect_leaders(election_type, partitions))
+
+    async def _elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, PartitionOutcome]:
+        image = self._image
+        results: dict[TopicPartition, PartitionOutcome] = {}
+        records: list[MetadataRecord] = []
+        for topic, partition in dict.fromkeys(partitions):
+            state = image.partition(topic, partition)
+            try:
+                if state is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                     f"No such partition as {topic}-{partition}")
+                leader, isr = requested_election(state, election_type, image.brokers)
+            except KafkaError as e:
+                results[(topic, partition)] = PartitionOutcome.of(e)
+                continue
+            records.append(PartitionChangeRecord(image.topics[topic].topic_id, partition,
+                                                 isr=isr, leader=leader))
+            results[(topic, partition)] = PartitionOutcome()
+        if records:
+            await self._commit(records)
+        return results
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+    ) -> dict[TopicPartition, PartitionOutcome]:
+        """A single-node quorum has no other broker to move a replica to: a target of
+        this broker alone is already the assignment (nothing to do, as Kafka's
+        controller answers it), another broker is INVALID_REPLICA_ASSIGNMENT and a
+        cancellation NO_REASSIGNMENT_IN_PROGRESS."""
+        image = self._image
+        results: dict[TopicPartition, PartitionOutcome] = {}
+        for tp, target in reassignments.items():
+            state = image.partition(*tp)
+            try:
+                replicas, adding, removing = reassignment(
+                    state, target, image.brokers)
+                if adding or removing or state is None or replicas != state.replicas:
+                    raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                     "A single-node metadata quorum cannot move replicas.")
+            except KafkaError as e:
+                results[tp] = PartitionOutcome.of(e)
+            else:
+                results[tp] = PartitionOutcome()
+        return results
 
 
 # ---------------------------------------------------------------------------

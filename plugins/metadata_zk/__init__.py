@@ -91,7 +91,9 @@ def kafkernel_metadata_backend(broker: PluginServices) -> ZkMetadataBackend:
         settings.zookeeper_connect, session_ms,
         settings.zookeeper_connection_timeout_ms or session_ms,
         broker.config.broker_id, registration, new_cluster_id=new_cluster_id,
-        log_dirs=[Path(d) for d in broker.config.log_dirs], logger=broker.log, source=source)
+        log_dirs=[Path(d) for d in broker.config.log_dirs], logger=broker.log, source=source,
+        # The effective (dynamic) broker default, read when the controller elects.
+        unclean_default=lambda: broker.config.unclean_leader_election_enable)
 
 
 class _StartupErrors(ZkMetadataBackend):

@@ -37,18 +37,24 @@ from kernel.cluster import (
     AclBinding,
     BrokerRegistration,
     ClusterImage,
+    ElectionType,
     ImageListener,
     NewTopic,
+    PartitionOutcome,
     PartitionState,
     ScramCredential,
     TopicImage,
+    TopicPartition,
     assign_replicas,
+    broker_racks,
     is_internal_topic,
+    reassignment,
+    requested_election,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
-from .controller import ZkController
+from .controller import ELECTION_PATHS, ZkController
 from .properties import check_meta_properties
 from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
 from .znodes import (
@@ -79,6 +85,7 @@ from .znodes import (
     decode_cluster_id,
     decode_config,
     decode_controller,
+    decode_election,
     decode_partition_state,
     decode_producer_id_block_end,
     decode_topic,
@@ -89,6 +96,7 @@ from .znodes import (
     encode_cluster_id,
     encode_config,
     encode_config_change,
+    encode_election,
     encode_isr_change,
     encode_partition_state,
     encode_producer_id_block,
@@ -129,13 +137,15 @@ class ZkMetadataBackend:
     :param new_cluster_id: makes the id /cluster/id gets when this broker is the first.
     :param log_dirs: the broker's ``log.dirs``, each tied to the cluster and broker id by
         its ``meta.properties``.
+    :param unclean_default: the broker's ``unclean.leader.election.enable`` now, for
+        topics that do not set it (read when this broker is the controller).
     """
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int,
                  broker_id: int, registration: BrokerRegistration, *,
                  new_cluster_id: Callable[[], str], log_dirs: Sequence[Path] = (),
-                 logger: Any = None,
-                 rng: random.Random | None = None) -> None:
+                 logger: Any = None, rng: random.Random | None = None,
+                 unclean_default: Callable[[], bool] = lambda: False) -> None:
         self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_zk")
         self._zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms,
                             on_state=self._on_session_state, logger=self._log)
@@ -165,7 +175,7 @@ class ZkMetadataBackend:
         self._stopping = False
         self._controller = ZkController(
             self._zk, self._cache, broker_id, is_registered=lambda: self._registered,
-            logger=self._log)
+            logger=self._log, unclean_default=unclean_default)
 
     # -- reading ------------------------------------------------------------------
 
@@ -208,6 +218,9 @@ class ZkMetadataBackend:
         await self._watch_children("/config/users", self._on_users)
         await self._watch_children(DELETE_TOPICS, self._on_deletions)
         await self._watch_children(ISR_CHANGES, self._on_isr_changes)
+        for election_type, path in ELECTION_PATHS.items():
+            await self._watch_data(path, lambda data, stat, e=election_type:
+                                   self._on_election(e, data, stat))
         for pattern_type, store in ACL_STORES.items():
             for resource_type, type_name in ACL_RESOURCE_TYPES.items():
                 await self._watch_children(
@@ -493,6 +506,17 @@ class ZkMetadataBackend:
         self._cache.deletions = set(children)
         self._changed()
 
+    def _on_election(self, election_type: ElectionType, data: bytes | None,
+                     stat: ZnodeStat | None) -> None:
+        if data is None or stat is None:
+            self._cache.elections.pop(election_type, None)
+        else:
+            partitions = self._decoded(ELECTION_PATHS[election_type],
+                                       lambda: decode_election(data))
+            # Malformed: kept empty, so the controller deletes it.
+            self._cache.elections[election_type] = (partitions or frozenset(), stat.version)
+        self._changed()
+
     def _on_isr_changes(self, children: list[str]) -> None:
         self._cache.isr_changes = set(children)
         if children:
@@ -548,16 +572,17 @@ class ZkMetadataBackend:
                 future.set_result(None)
         self._controller.changed()
 
-    async def _until(self, predicate: Callable[[], bool], what: str) -> None:
+    async def _until(self, predicate: Callable[[], bool], what: str,
+                     timeout: float = CHANGE_TIMEOUT_S) -> None:
         """Wait until the cache shows what a change wrote (REQUEST_TIMED_OUT after
-        CHANGE_TIMEOUT_S)."""
+        ``timeout`` seconds)."""
         if predicate():
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (predicate, future)
         self._waiters.append(entry)
         try:
-            await asyncio.wait_for(future, CHANGE_TIMEOUT_S)
+            await asyncio.wait_for(future, timeout)
         except TimeoutError:
             raise KafkaError(ErrorCode.request_timed_out,
                              f"Timed out waiting for {what}.") from None
@@ -617,7 +642,7 @@ class ZkMetadataBackend:
         return [self._image.topics[t.name] for t in topics]
 
     def _new_assignment(self, topic: NewTopic, brokers: list[int]) -> list[tuple[int, ...]]:
-        """Kafka's AdminZkClient checks and its rack-unaware placement."""
+        """Kafka's AdminZkClient checks and its placement."""
         if topic.assignments is not None:
             ids = sorted(topic.assignments)
             if not ids or ids != list(range(len(ids))):
@@ -633,7 +658,8 @@ class ZkMetadataBackend:
         _check_replication_factor(topic.replication_factor, len(brokers))
         return assign_replicas(brokers, topic.num_partitions, topic.replication_factor,
                                start_index=self._rng.randrange(len(brokers)),
-                               replica_shift=self._rng.randrange(len(brokers)))
+                               replica_shift=self._rng.randrange(len(brokers)),
+                               racks=broker_racks(self._image))
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                                    Mapping[str, str]]]) -> None:
@@ -689,6 +715,10 @@ class ZkMetadataBackend:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"Topic '{topic}' does not exist.")
         count = len(cached.assignment.partitions)
+        if cached.assignment.adding or cached.assignment.removing:
+            raise KafkaError(ErrorCode.reassignment_in_progress,
+                             f"A partition reassignment is in progress for the topic "
+                             f"'{topic}'.")
         if new_total < count:
             raise KafkaError(ErrorCode.invalid_partitions,
                              f"Topic currently has {count} partitions, which is higher than "
@@ -710,7 +740,8 @@ class ZkMetadataBackend:
             _check_replication_factor(len(first), len(brokers))
             start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
             new = assign_replicas(brokers, added, len(first), start_index=start,
-                                  replica_shift=start, first_partition=count)
+                                  replica_shift=start, first_partition=count,
+                                  racks=broker_racks(self._image))
         partitions = dict(cached.assignment.partitions)
         partitions.update(enumerate(new, start=count))
         data, version = encode_topic(current.topic_id, partitions), cached.version
@@ -904,6 +935,154 @@ class ZkMetadataBackend:
                              f"Partition {where} does not exist.")
         return result
 
+    # -- elections and reassignments ----------------------------------------------------
+
+    async def elect_leaders(self, election_type: ElectionType,
+                            partitions: Sequence[TopicPartition], timeout_ms: int,
+                            ) -> dict[TopicPartition, PartitionOutcome]:
+        """Partitions that need and can have an election are written to the request
+        znode the controller watches (Kafka's /admin/preferred_replica_election, or
+        Kafkernel's /admin/unclean_leader_election); each is answered once the image
+        shows the leader elected, as Kafka's DelayedElectLeader waits."""
+        image = self._image
+        live = set(image.brokers)
+        results: dict[TopicPartition, PartitionOutcome] = {}
+        expected: dict[TopicPartition, int] = {}
+        for tp in dict.fromkeys(partitions):
+            state = image.partition(*tp)
+            try:
+                if tp[0] in self._cache.deletions:
+                    raise KafkaError(ErrorCode.invalid_topic_exception,
+                                     "The topic is being deleted")
+                if state is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                     "The partition does not exist.")
+                expected[tp] = requested_election(state, election_type, live)[0]
+            except KafkaError as e:
+                results[tp] = PartitionOutcome.of(e)
+        if not expected:
+            return results
+
+        def elected() -> bool:
+            return all((p := self._image.partition(*tp)) is not None and p.leader == leader
+                       for tp, leader in expected.items())
+
+        try:
+            await self._write(self._request_election, election_type, list(expected))
+            await self._until(elected, "the controller to elect the leaders",
+                              timeout=max(timeout_ms, 0) / 1000)
+        except KafkaError as e:
+            if e.error_code != ErrorCode.request_timed_out:
+                raise
+        for tp, leader in expected.items():
+            p = self._image.partition(*tp)
+            results[tp] = PartitionOutcome() if p is not None and p.leader == leader \
+                else PartitionOutcome(ErrorCode.request_timed_out)
+        return results
+
+    def _request_election(self, election_type: ElectionType,
+                          partitions: Sequence[TopicPartition]) -> None:
+        """Add the partitions to the request znode, created or rewritten at the
+        version read (blocking)."""
+        k = self._zk.kazoo
+        path = ELECTION_PATHS[election_type]
+        while True:
+            try:
+                data, stat = k.get(path)
+            except NoNodeError:
+                try:
+                    k.create(path, encode_election(partitions))
+                    return
+                except NodeExistsError:
+                    continue
+            try:
+                current = decode_election(data)
+            except ZnodeFormatError:
+                current = frozenset()
+            try:
+                k.set(path, encode_election(current | set(partitions)), version=stat.version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+    ) -> dict[TopicPartition, PartitionOutcome]:
+        """KIP-455 over ZooKeeper as Kafka 3.x's controller wrote it: the topic znode
+        gets each partition's full replica set (targets first) with its
+        adding_replicas and removing_replicas, at the version read; the controller
+        completes it once the targets are in the ISR. Answered once the image shows the
+        reassignment (or its completion)."""
+        image = self._image
+        live = set(image.brokers)
+        results: dict[TopicPartition, PartitionOutcome] = {}
+        targets: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (topic, partition), target in reassignments.items():
+            try:
+                if topic in self._cache.deletions:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                     "The partition does not exist.")
+                reassignment(image.partition(topic, partition), target, live)
+            except KafkaError as e:
+                results[(topic, partition)] = PartitionOutcome.of(e)
+            else:
+                targets.setdefault(topic, {})[partition] = target
+        for topic, wanted in targets.items():
+            try:
+                written = await self._write(self._write_reassignments, topic, wanted, live)
+                results.update({(topic, p): outcome
+                                for p, (outcome, _) in written.items()})
+                plans = {p: plan for p, (outcome, plan) in written.items() if plan}
+                await self._until(lambda topic=topic, plans=plans: all(
+                    _reassignment_shown(self._image.partition(topic, p), *plan)
+                    for p, plan in plans.items()), "the reassignment to show")
+            except KafkaError as e:
+                results.update({(topic, p): PartitionOutcome.of(e) for p in wanted})
+        return results
+
+    def _write_reassignments(
+        self, topic: str, wanted: Mapping[int, tuple[int, ...] | None], live: set[int],
+    ) -> dict[int, tuple[PartitionOutcome, tuple[tuple[int, ...], ...] | None]]:
+        """The topic znode read, the reassignments applied to what it holds, written
+        at its version (blocking); per partition its outcome and (replicas, adding,
+        removing)."""
+        k = self._zk.kazoo
+        while True:
+            try:
+                data, stat = k.get(topic_path(topic))
+                current = decode_topic(data)
+            except (NoNodeError, ZnodeFormatError):
+                missing = PartitionOutcome(ErrorCode.unknown_topic_or_partition,
+                                           "The partition does not exist.")
+                return {p: (missing, None) for p in wanted}
+            partitions = dict(current.partitions)
+            adding, removing = dict(current.adding), dict(current.removing)
+            out: dict[int, tuple[PartitionOutcome, tuple[tuple[int, ...], ...] | None]] = {}
+            for partition, target in wanted.items():
+                replicas = partitions.get(partition)
+                state = None if replicas is None else PartitionState(
+                    partition, replicas, (), NO_LEADER,
+                    adding_replicas=adding.get(partition, ()),
+                    removing_replicas=removing.get(partition, ()))
+                try:
+                    plan = reassignment(state, target, live)
+                except KafkaError as e:
+                    out[partition] = (PartitionOutcome.of(e), None)
+                    continue
+                partitions[partition], adding[partition], removing[partition] = plan
+                out[partition] = (PartitionOutcome(), plan)
+                self._log.info("partition reassignment", topic=topic, partition=partition,
+                               replicas=list(plan[0]), adding=list(plan[1]),
+                               removing=list(plan[2]))
+            if not any(plan for _, plan in out.values()):
+                return out
+            try:
+                k.set(topic_path(topic), encode_topic(current.topic_id, partitions, adding,
+                                                      removing), version=stat.version)
+                return out
+            except BadVersionError:
+                continue  # the controller (or another broker) changed it: read again
+
     async def allocate_producer_ids(self) -> range:
         return await self._write(self._allocate_producer_ids)
 
@@ -954,13 +1133,27 @@ def _topic_image(name: str, topic: TopicZnodes, live: set[int],
         partitions[partition] = PartitionState(
             partition=partition, replicas=replicas, isr=state.isr, leader=state.leader,
             leader_epoch=state.leader_epoch, partition_epoch=state.zk_version,
-            offline_replicas=tuple(r for r in replicas if r not in live))
+            offline_replicas=tuple(r for r in replicas if r not in live),
+            adding_replicas=assignment.adding.get(partition, ()),
+            removing_replicas=assignment.removing.get(partition, ()))
     if not partitions:
         return None
     return TopicImage(name=name, topic_id=assignment.topic_id,
                       partitions=MappingProxyType(partitions),
                       configs=MappingProxyType(dict(topic.configs)),
                       internal=is_internal_topic(name))
+
+
+def _reassignment_shown(state: PartitionState | None, replicas: tuple[int, ...],
+                        adding: tuple[int, ...], removing: tuple[int, ...]) -> bool:
+    """The image has the reassignment written, or already its completion."""
+    if state is None:
+        return True  # deleted meanwhile: nothing more to wait for
+    if (state.replicas, state.adding_replicas, state.removing_replicas) == (
+            replicas, adding, removing):
+        return True
+    return not state.reassigning and state.replicas == tuple(
+        r for r in replicas if r not in removing)
 
 
 def _empty_image(cluster_id: str, controller_id: int) -> ClusterImage:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernel.cluster import BrokerRegistration
+from kernel.cluster import BrokerRegistration, ElectionType
 
 from .znodes import LeaderAndIsr, TopicAssignment
 
@@ -37,3 +37,7 @@ class ZnodeCache:
     isr_changes: set[str] = field(default_factory=set)
     # /config/users/<sanitized name>, by the user's name.
     user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Elections asked for (/admin/preferred_replica_election and its unclean twin): by
+    # election type, the partitions and the znode's version, for the controller.
+    elections: dict[ElectionType, tuple[frozenset[tuple[str, int]], int]] = field(
+        default_factory=dict)

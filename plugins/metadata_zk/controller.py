@@ -13,8 +13,21 @@ what should be and writes the difference:
 - a topic without a topic id (written by an old Kafka) gets one;
 - a topic named under /admin/delete_topics loses its znodes, then that request;
 - a partition whose leader is not a live broker gets the first live replica of its
-  ISR as leader (none: NO_LEADER, the ISR kept so its last member can come back), and
-  brokers that are gone leave the ISR of the others; the leader epoch is bumped.
+  ISR as leader; none, and the topic's unclean.leader.election.enable (else the
+  broker's) is true: the first live replica, with an ISR of itself alone; else
+  NO_LEADER, the ISR kept so its last member can come back. Brokers that are gone leave
+  the ISR of the others, and so do brokers that are no replica any more (a cancelled
+  reassignment); the leader epoch is bumped;
+- elections asked for under /admin/preferred_replica_election (and Kafkernel's
+  /admin/unclean_leader_election) are run, then the request is deleted at the version
+  read;
+- a partition being reassigned (adding_replicas/removing_replicas in its topic's
+  znode, KIP-455) whose target replicas are all in its ISR completes in one multi-op:
+  its state loses the removed replicas from the ISR, gets a leader among the targets
+  (the current one when it is a live target) and a bumped leader epoch, and the topic
+  znode gets the targets as the partition's replicas, its adding/removing cleared.
+  (Kafka's phase A epoch bump is not needed: brokers follow the image, which names
+  the new replicas as soon as the reassignment is written.)
 """
 
 from __future__ import annotations
@@ -26,7 +39,14 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from kernel.cluster import NO_LEADER
+from kernel.cluster import (
+    NO_LEADER,
+    ElectionType,
+    PartitionState,
+    offline_election,
+    requested_election,
+)
+from kernel.protocol.errors import KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
 from .zkclient import ZkClient
@@ -35,6 +55,8 @@ from .znodes import (
     CONTROLLER_EPOCH,
     DELETE_TOPICS,
     ISR_CHANGES,
+    PREFERRED_REPLICA_ELECTION,
+    UNCLEAN_LEADER_ELECTION,
     LeaderAndIsr,
     config_path,
     decode_controller_epoch,
@@ -51,16 +73,23 @@ from .znodes import (
 
 # Kafka's KafkaController.InitialControllerEpoch and its zkVersion.
 INITIAL_CONTROLLER_EPOCH = 0
+ELECTION_PATHS = {ElectionType.PREFERRED: PREFERRED_REPLICA_ELECTION,
+                  ElectionType.UNCLEAN: UNCLEAN_LEADER_ELECTION}
+UNCLEAN_CONFIG = "unclean.leader.election.enable"
 
-Op = tuple[Any, ...]  # ("create", path, data) | ("set", path, data, version) | ("delete", path)
+# ("create_state", topic, partition, state) | ("set", path, data, version)
+# | ("delete", path) | ("delete", path, version)
+Op = tuple[Any, ...]
 
 
 class ZkController:
     """This broker's candidacy and, while it is elected, the controller's duties."""
 
     def __init__(self, zk: ZkClient, cache: ZnodeCache, broker_id: int, *,
-                 is_registered: Callable[[], bool], logger: Any) -> None:
+                 is_registered: Callable[[], bool], logger: Any,
+                 unclean_default: Callable[[], bool] = lambda: False) -> None:
         self._zk = zk
+        self._unclean_default = unclean_default
         self._cache = cache
         self._broker_id = broker_id
         self._is_registered = is_registered
@@ -174,6 +203,10 @@ class ZkController:
             ops = [("delete", f"{ISR_CHANGES}/{c}") for c in sorted(cache.isr_changes)]
             if not await self._commit_fenced(lambda: ops):
                 return
+        for election_type, (partitions, version) in sorted(cache.elections.items()):
+            ops = self._election_ops(election_type, partitions, version, live)
+            if not await self._commit_fenced(lambda ops=ops: ops):
+                return
         for name, topic in sorted(cache.topics.items()):
             if name in cache.deletions or topic.assignment is None:
                 continue
@@ -181,13 +214,50 @@ class ZkController:
             if ops and not await self._commit_fenced(lambda ops=ops: ops):
                 return
 
+    def _unclean(self, topic: TopicZnodes) -> bool:
+        value = topic.configs.get(UNCLEAN_CONFIG)
+        return self._unclean_default() if value is None else value.lower() == "true"
+
+    def _election_ops(self, election_type: ElectionType,
+                      partitions: frozenset[tuple[str, int]], version: int,
+                      live: set[int]) -> list[Op]:
+        """Kafka's onReplicaElection for the partitions a broker asked for; the ones
+        that need none or cannot have one are dropped with the request, as Kafka's
+        controller drops them (the asking broker answered them already)."""
+        ops: list[Op] = []
+        for name, partition in sorted(partitions):
+            topic = self._cache.topics.get(name)
+            if topic is None or topic.assignment is None or name in self._cache.deletions:
+                continue
+            state = topic.states.get(partition)
+            replicas = topic.assignment.partitions.get(partition)
+            if state is None or not replicas:
+                continue
+            try:
+                leader, isr = requested_election(
+                    PartitionState(partition, replicas, state.isr, state.leader),
+                    election_type, live)
+            except KafkaError:
+                continue
+            self._log.info("electing leader", election=election_type.name.lower(),
+                           topic=name, partition=partition, leader=leader)
+            ops.append(("set", partition_state_path(name, partition), encode_partition_state(
+                LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch)),
+                state.zk_version))
+        ops.append(("delete", ELECTION_PATHS[election_type], version))
+        return ops
+
     def _topic_ops(self, name: str, topic: TopicZnodes, live: set[int]) -> list[Op]:
         assignment = topic.assignment
         assert assignment is not None
         if assignment.topic_id is None:
-            return [("set", topic_path(name), encode_topic(uuid.uuid4(), assignment.partitions),
-                     topic.version)]
+            return [("set", topic_path(name), encode_topic(
+                uuid.uuid4(), assignment.partitions, assignment.adding, assignment.removing),
+                topic.version)]
         ops: list[Op] = []
+        unclean = self._unclean(topic)
+        partitions = dict(assignment.partitions)
+        adding, removing = dict(assignment.adding), dict(assignment.removing)
         for partition, replicas in sorted(assignment.partitions.items()):
             state = topic.states.get(partition)
             if state is None:
@@ -196,10 +266,29 @@ class ZkController:
                     ops.append(("create_state", name, partition, LeaderAndIsr(
                         isr[0], 0, isr, self.epoch)))
                 continue
-            new = elect_leader(state, replicas, live, self.epoch)
+            if partition in adding or partition in removing:
+                target = tuple(r for r in replicas if r not in removing.get(partition, ()))
+                done = complete_reassignment(state, target, live, self.epoch)
+                if done is not None:
+                    self._log.info("partition reassignment completed", topic=name,
+                                   partition=partition, replicas=list(target))
+                    ops.append(("set", partition_state_path(name, partition),
+                                encode_partition_state(done), state.zk_version))
+                    partitions[partition] = target
+                    adding.pop(partition, None)
+                    removing.pop(partition, None)
+                    continue
+            new = elect_leader(state, replicas, live, self.epoch, unclean=unclean)
             if new is not None:
+                if new.leader != NO_LEADER and new.leader not in state.isr:
+                    self._log.warning("unclean leader election", topic=name,
+                                      partition=partition, leader=new.leader,
+                                      isr=list(state.isr))
                 ops.append(("set", partition_state_path(name, partition),
                             encode_partition_state(new), state.zk_version))
+        if partitions != assignment.partitions:
+            ops.append(("set", topic_path(name), encode_topic(
+                assignment.topic_id, partitions, adding, removing), topic.version))
         return ops
 
     def _delete_topic_ops(self, name: str) -> list[Op]:
@@ -252,7 +341,7 @@ class ZkController:
             elif op[0] == "set":
                 t.set_data(op[1], op[2], version=op[3])
             elif op[0] == "delete":
-                t.delete(op[1])
+                t.delete(op[1], version=op[2] if len(op) > 2 else -1)
         results = t.commit()
         if isinstance(results[0], BadVersionError | NoNodeError):
             return True
@@ -266,22 +355,43 @@ class ZkController:
 
 
 def elect_leader(state: LeaderAndIsr, replicas: tuple[int, ...], live: set[int],
-                 controller_epoch: int) -> LeaderAndIsr | None:
+                 controller_epoch: int, *, unclean: bool = False) -> LeaderAndIsr | None:
     """The new state of a partition after broker changes, None when it stays: a dead
-    leader is replaced by the first live replica in its ISR (Kafka's
-    OfflinePartitionLeaderElection, clean only), dead brokers leave the ISR unless it
-    would be empty, and every change bumps the leader epoch."""
-    live_isr = tuple(r for r in state.isr if r in live)
-    if state.leader != NO_LEADER and state.leader in live:
+    leader (or one no longer a replica) is replaced as Kafka's
+    OfflinePartitionLeaderElection does (the first live replica in the ISR; with
+    ``unclean``, else the first live replica, alone in the ISR), dead brokers and
+    brokers no longer replicas leave the ISR unless it would be empty, and every change
+    bumps the leader epoch."""
+    isr = tuple(r for r in state.isr if r in replicas) or state.isr
+    live_isr = tuple(r for r in isr if r in live)
+    if state.leader != NO_LEADER and state.leader in live and state.leader in replicas:
         if live_isr == state.isr:
             return None
         return LeaderAndIsr(state.leader, state.leader_epoch + 1, live_isr, controller_epoch)
-    candidates = [r for r in replicas if r in live_isr]
-    if candidates:
-        return LeaderAndIsr(candidates[0], state.leader_epoch + 1, live_isr, controller_epoch)
+    elected = offline_election(replicas, isr, live, unclean=unclean)
+    if elected is not None:
+        leader, new_isr = elected
+        return LeaderAndIsr(leader, state.leader_epoch + 1, new_isr, controller_epoch)
     if state.leader == NO_LEADER:
         return None
-    return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, controller_epoch)
+    return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, controller_epoch)
 
 
-__all__ = ["DELETE_TOPICS", "ZkController", "elect_leader"]
+def complete_reassignment(state: LeaderAndIsr, target: tuple[int, ...], live: set[int],
+                          controller_epoch: int) -> LeaderAndIsr | None:
+    """The state of a reassigned partition once every target replica is in its ISR
+    (Kafka's phase B), None before: the removed replicas leave the ISR, the leader
+    stays when it is a live target, else the first live target in the ISR leads
+    (ReassignPartitionLeaderElection; none: not yet), the leader epoch is bumped."""
+    if not set(target) <= set(state.isr):
+        return None
+    isr = tuple(r for r in state.isr if r in target)
+    leader: int | None = state.leader
+    if leader not in target or leader not in live:
+        leader = next((r for r in target if r in live and r in isr), None)
+        if leader is None:
+            return None
+    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch)
+
+
+__all__ = ["DELETE_TOPICS", "ZkController", "complete_reassignment", "elect_leader"]

@@ -10,8 +10,8 @@ import binascii
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from kernel.cluster import AclBinding, BrokerEndpoint, BrokerRegistration, ScramCredential
@@ -28,6 +28,12 @@ DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Kafka's PreferredReplicaElectionZNode: partitions whose preferred replica a broker (or
+# kafka-preferred-replica-election) asked the controller to elect.
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+# Kafkernel's: the same for unclean elections (ElectLeaders with election type 1), which
+# Kafka's ZooKeeper-mode brokers handed their controller in memory.
+UNCLEAN_LEADER_ELECTION = "/admin/unclean_leader_election"
 
 # The persistent paths Kafka's KafkaZkClient.createTopLevelPaths makes at startup.
 PERSISTENT_PATHS = (
@@ -208,37 +214,53 @@ def partition_state_path(topic: str, partition: int) -> str:
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     """/brokers/topics/<topic>: the replicas of each partition and the topic id (None
-    for a topic written by a Kafka before 2.8, until the controller gives it one)."""
+    for a topic written by a Kafka before 2.8, until the controller gives it one). A
+    partition being reassigned (KIP-455) lists its full replica set, targets first, and
+    its replicas being added and removed."""
 
     topic_id: uuid.UUID | None
     partitions: Mapping[int, tuple[int, ...]]
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
-def encode_topic(topic_id: uuid.UUID | None,
-                 partitions: Mapping[int, Sequence[int]]) -> bytes:
+def encode_topic(topic_id: uuid.UUID | None, partitions: Mapping[int, Sequence[int]],
+                 adding: Mapping[int, Sequence[int]] | None = None,
+                 removing: Mapping[int, Sequence[int]] | None = None) -> bytes:
+    """TopicZNode version 3; as Kafka, only partitions with replicas moving are listed
+    under adding_replicas and removing_replicas."""
+    def listed(m: Mapping[int, Sequence[int]] | None) -> dict[str, list[int]]:
+        return {str(p): list(r) for p, r in sorted((m or {}).items()) if r}
+
     data: dict[str, object] = {
         "version": 3,
         "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": listed(adding),
+        "removing_replicas": listed(removing),
     }
     if topic_id is not None:
         data["topic_id"] = uuid_to_kafka(topic_id)
     return _json(data)
 
 
+def _replica_lists(value: dict[str, object], key: str) -> dict[int, tuple[int, ...]]:
+    raw = value.get(key) or {}
+    if not isinstance(raw, dict):
+        raise ZnodeFormatError(f"{key} is not an object")
+    try:
+        return {int(p): tuple(int(b) for b in r) for p, r in raw.items()}
+    except (TypeError, ValueError):
+        raise ZnodeFormatError(f"{key} are not lists of broker ids") from None
+
+
 def decode_topic(data: bytes | None) -> TopicAssignment:
     value = _parse(data)
-    raw = value.get("partitions") or {}
-    if not isinstance(raw, dict):
-        raise ZnodeFormatError("partitions is not an object")
-    try:
-        partitions = {int(p): tuple(int(b) for b in r) for p, r in raw.items()}
-    except (TypeError, ValueError):
-        raise ZnodeFormatError("partitions are not lists of broker ids") from None
     topic_id = value.get("topic_id")
     return TopicAssignment(
-        uuid_from_kafka(topic_id) if isinstance(topic_id, str) else None, partitions)
+        uuid_from_kafka(topic_id) if isinstance(topic_id, str) else None,
+        _replica_lists(value, "partitions"),
+        {p: r for p, r in _replica_lists(value, "adding_replicas").items() if r},
+        {p: r for p, r in _replica_lists(value, "removing_replicas").items() if r})
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +358,22 @@ def scram_credentials(user: str, configs: Mapping[str, str]) -> list[ScramCreden
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def encode_election(partitions: Collection[tuple[str, int]]) -> bytes:
+    """PreferredReplicaElectionZNode (and Kafkernel's unclean twin)."""
+    return _json({"version": 1, "partitions": [
+        {"topic": t, "partition": p} for t, p in sorted(partitions)]})
+
+
+def decode_election(data: bytes | None) -> frozenset[tuple[str, int]]:
+    raw = _parse(data).get("partitions")
+    if not isinstance(raw, list):
+        raise ZnodeFormatError("no partitions list")
+    try:
+        return frozenset((str(e["topic"]), int(e["partition"])) for e in raw)
+    except (KeyError, TypeError, ValueError):
+        raise ZnodeFormatError("a partition without topic and partition") from None
 
 
 def encode_producer_id_block(broker_id: int, block: range) -> bytes:

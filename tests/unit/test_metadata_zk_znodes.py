@@ -11,7 +11,7 @@ import pytest
 from kernel.cluster import NO_LEADER, BrokerEndpoint, BrokerRegistration, ScramCredential
 from plugins.metadata_zk.backend import _topic_image
 from plugins.metadata_zk.cache import TopicZnodes
-from plugins.metadata_zk.controller import elect_leader
+from plugins.metadata_zk.controller import complete_reassignment, elect_leader
 from plugins.metadata_zk.zkclient import split_connect
 from plugins.metadata_zk.znodes import (
     LeaderAndIsr,
@@ -138,3 +138,23 @@ def test_a_topic_shows_once_every_partition_has_a_state() -> None:
     grown = _topic_image("t", topic, {2}, partial)
     assert grown is not None and len(grown.partitions) == 5
     assert grown.partitions[4].offline_replicas == (1,)
+
+
+def test_the_controller_trims_replicas_gone_from_the_assignment() -> None:
+    """After a cancelled reassignment the ISR may hold a replica no longer assigned, or
+    the leader may be one: it leaves, and the leader epoch is bumped."""
+    trimmed = elect_leader(LeaderAndIsr(1, 4, (1, 2, 3), 7), (1, 2), {1, 2, 3}, 8)
+    assert trimmed == LeaderAndIsr(1, 5, (1, 2), 8)
+    moved = elect_leader(LeaderAndIsr(3, 4, (3, 2), 7), (1, 2), {1, 2, 3}, 8)
+    assert moved == LeaderAndIsr(2, 5, (2,), 8)
+    assert elect_leader(LeaderAndIsr(1, 4, (1, 2), 7), (1, 2), {1, 2}, 8) is None
+    # Unclean: only when allowed, and the ISR is the new leader alone.
+    assert elect_leader(LeaderAndIsr(-1, 4, (1,), 7), (1, 2), {2}, 8) is None
+    assert elect_leader(LeaderAndIsr(-1, 4, (1,), 7), (1, 2), {2}, 8, unclean=True) == \
+        LeaderAndIsr(2, 5, (2,), 8)
+
+    assert complete_reassignment(LeaderAndIsr(1, 2, (1, 2), 7), (2, 3), {1, 2, 3}, 8) is None
+    assert complete_reassignment(LeaderAndIsr(1, 2, (1, 2, 3), 7), (2, 3), {1, 2, 3}, 8) == \
+        LeaderAndIsr(2, 3, (2, 3), 8)
+    assert complete_reassignment(LeaderAndIsr(3, 2, (1, 3, 2), 7), (2, 3), {1, 2, 3}, 8) == \
+        LeaderAndIsr(3, 3, (3, 2), 8)

@@ -1,0 +1,304 @@
+"""The controller's remaining duties on a real ZooKeeper, with several brokers on
+metadata_zk: rack-aware placement from the brokers' registrations, unclean leader
+election, ElectLeaders and partition reassignments (KIP-455). Replication is not
+needed here: where a leader would change the ISR, the test changes it as the leader
+does (a conditional write of the partition state through ``alter_partition``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import ElectionType as ClientElectionType
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kazoo.client import KazooClient
+from kio.schema.alter_partition_reassignments.v1.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.list_partition_reassignments.v0.request import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsTopics,
+)
+
+from kernel.cluster import NO_LEADER, ElectionType, PartitionState
+from kernel.cluster import NewTopic as NewTopicSpec
+from kernel.testing.embedded import EmbeddedBroker
+from tests.integration.wire import request
+
+Factory = Callable[..., EmbeddedBroker]
+
+
+def _json(kazoo: KazooClient, path: str) -> Any:
+    return json.loads(kazoo.get(path)[0])
+
+
+def _wait(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _cluster(factory: Factory, *ids: int, racks: dict[int, str] | None = None,
+             ) -> list[EmbeddedBroker]:
+    brokers = []
+    for broker_id in ids:
+        settings: dict[str, Any] = {"broker.id": broker_id}
+        if racks and broker_id in racks:
+            settings["broker.rack"] = racks[broker_id]
+        brokers.append(factory(settings))
+    first = backend(brokers[0])
+    _wait(lambda: set(first.image.brokers) == set(ids), "every broker to register")
+    return brokers
+
+
+def backend(b: EmbeddedBroker) -> Any:
+    assert b.broker is not None
+    return b.broker.metadata
+
+
+def partition(b: EmbeddedBroker, topic: str, index: int = 0) -> PartitionState:
+    state = backend(b).image.partition(topic, index)
+    assert state is not None
+    return state
+
+
+def _create(b: EmbeddedBroker, name: str, assignments: dict[int, tuple[int, ...]],
+            configs: dict[str, str] | None = None) -> None:
+    b.call(backend(b).create_topics([NewTopicSpec(name, 0, 0, configs or {},
+                                                  assignments=assignments)]))
+
+
+def _set_isr(b: EmbeddedBroker, topic: str, isr: tuple[int, ...], index: int = 0) -> None:
+    """What the partition's leader does when its followers catch up or fall behind."""
+    p = partition(b, topic, index)
+    b.call(backend(b).alter_partition(topic, index, isr, p.leader_epoch, p.partition_epoch))
+
+
+def test_racks_are_registered_and_replicas_spread_over_them(
+        zk_broker_factory: Factory, kazoo: KazooClient) -> None:
+    b1, _, _ = _cluster(zk_broker_factory, 1, 2, 3, racks={1: "east", 2: "east", 3: "west"})
+    assert _json(kazoo, "/brokers/ids/1")["rack"] == "east"
+    assert _json(kazoo, "/brokers/ids/3")["rack"] == "west"
+    assert backend(b1).image.brokers[3].rack == "west"
+
+    admin = AdminClient({"bootstrap.servers": b1.bootstrap})
+    admin.create_topics([NewTopic("spread", 6, 2)])["spread"].result(timeout=30)
+    layout = _json(kazoo, "/brokers/topics/spread")["partitions"]
+    racks = {1: "east", 2: "east", 3: "west"}
+    for replicas in layout.values():
+        assert {racks[r] for r in replicas} == {"east", "west"}, layout
+    admin.create_partitions([NewPartitions("spread", 9)])["spread"].result(timeout=30)
+    for replicas in _json(kazoo, "/brokers/topics/spread")["partitions"].values():
+        assert {racks[r] for r in replicas} == {"east", "west"}
+
+    # A broker without a rack among brokers with one: Kafka's AdminUtils refuses.
+    zk_broker_factory({"broker.id": 4})
+    _wait(lambda: 4 in backend(b1).image.brokers, "broker 4")
+    with pytest.raises(KafkaException, match="UNKNOWN"):
+        admin.create_topics([NewTopic("mixed", 1, 2)])["mixed"].result(timeout=30)
+
+
+def test_unclean_leader_election_by_topic_config_and_by_broker_default(
+        zk_broker_factory: Factory) -> None:
+    b1, b2 = _cluster(zk_broker_factory, 1, 2)
+    _create(b1, "strict", {0: (1, 2)})
+    _create(b1, "lenient", {0: (1, 2)})
+    _create(b1, "cluster-wide", {0: (1, 2)})
+    for topic in ("strict", "lenient", "cluster-wide"):
+        _set_isr(b1, topic, (1,))  # broker 2 fell behind
+    b1.stop()
+    for topic in ("strict", "lenient", "cluster-wide"):
+        p = _wait(lambda t=topic: (p := partition(b2, t)).leader == NO_LEADER and p,
+                  f"{topic} to lose its leader")
+        assert p.isr == (1,)  # kept, so that its last member can come back
+
+    b2.call(backend(b2).set_topic_configs("lenient",
+                                          {"unclean.leader.election.enable": "true"}))
+    p = _wait(lambda: (p := partition(b2, "lenient")).leader == 2 and p, "an unclean leader")
+    assert (p.isr, p.leader_epoch) == ((2,), 2)
+
+    b2.call(backend(b2).set_topic_configs("strict",
+                                          {"unclean.leader.election.enable": "false"}))
+    b2.call(backend(b2).set_broker_configs(-1, {"unclean.leader.election.enable": "true"}))
+    _wait(lambda: partition(b2, "cluster-wide").leader == 2, "the broker default to apply")
+    assert partition(b2, "strict").leader == NO_LEADER  # the topic's false stands
+
+
+def test_elect_leaders_preferred_and_unclean(zk_broker_factory: Factory,
+                                             kazoo: KazooClient) -> None:
+    b1, b2 = _cluster(zk_broker_factory, 1, 2)
+    _create(b1, "pref", {0: (1, 2), 1: (2, 1)})
+    b1.stop()
+    _wait(lambda: partition(b2, "pref").leader == 2, "leadership to move to broker 2")
+    b1.start()
+    _wait(lambda: 1 in backend(b2).image.brokers, "broker 1 back")
+    admin = AdminClient({"bootstrap.servers": b2.bootstrap})
+
+    def elect(kind: ClientElectionType, *partitions: tuple[str, int]) -> dict[Any, Any]:
+        tps = [TopicPartition(t, p) for t, p in partitions] or None
+        return admin.elect_leaders(kind, tps).result(timeout=30)
+
+    # Broker 1 is not back in the ISR yet: its preferred leadership must wait.
+    result = elect(ClientElectionType.PREFERRED, ("pref", 0), ("pref", 1), ("nope", 0))
+    errors = {(tp.topic, tp.partition): e and e.code() for tp, e in result.items()}
+    assert errors == {("pref", 0): ErrorCode.preferred_leader_not_available,
+                      ("pref", 1): ErrorCode.election_not_needed,
+                      ("nope", 0): ErrorCode.unknown_topic_or_partition}
+
+    _set_isr(b2, "pref", (2, 1))  # broker 1 caught up
+    before = partition(b2, "pref")
+    result = elect(ClientElectionType.PREFERRED, ("pref", 0))
+    assert [e for e in result.values()] == [None]
+    after = partition(b2, "pref")
+    assert (after.leader, after.isr, after.leader_epoch) == (1, (2, 1), before.leader_epoch + 1)
+    _wait(lambda: partition(b1, "pref").leader == 1, "broker 1 to learn it leads")
+    assert not kazoo.exists("/admin/preferred_replica_election")
+
+    # Every partition (a null list): those already led by their preferred replica are
+    # left out of the answer.
+    assert elect(ClientElectionType.PREFERRED) == {}
+
+    # Unclean: only for partitions without a live leader.
+    result = elect(ClientElectionType.UNCLEAN, ("pref", 0))
+    assert [e.code() for e in result.values()] == [ErrorCode.election_not_needed]
+    _create(b2, "stranded", {0: (1, 2)})
+    _set_isr(b2, "stranded", (1,))
+    b1.stop()
+    _wait(lambda: partition(b2, "stranded").leader == NO_LEADER, "stranded to lose its leader")
+    result = elect(ClientElectionType.UNCLEAN, ("stranded", 0))
+    assert [e for e in result.values()] == [None]
+    p = partition(b2, "stranded")
+    assert (p.leader, p.isr) == (2, (2,))
+    assert not kazoo.exists("/admin/unclean_leader_election")
+
+
+def test_a_preferred_election_written_to_zookeeper_is_run(
+        zk_broker_factory: Factory, kazoo: KazooClient) -> None:
+    """As kafka-preferred-replica-election --zookeeper wrote it (Kafka 2.x)."""
+    b1, b2 = _cluster(zk_broker_factory, 1, 2)
+    _create(b1, "old", {0: (1, 2)})
+    b1.stop()
+    _wait(lambda: partition(b2, "old").leader == 2, "leadership to move")
+    b1.start()
+    _wait(lambda: 1 in backend(b2).image.brokers, "broker 1 back")
+    _set_isr(b2, "old", (2, 1))
+    kazoo.create("/admin/preferred_replica_election", json.dumps(
+        {"version": 1, "partitions": [{"topic": "old", "partition": 0}]}).encode())
+    _wait(lambda: partition(b2, "old").leader == 1, "the preferred leader")
+    _wait(lambda: not kazoo.exists("/admin/preferred_replica_election"), "the request gone")
+
+
+def _alter(b: EmbeddedBroker, targets: dict[tuple[str, int], list[int] | None],
+           **kwargs: Any) -> dict[tuple[str, int], ErrorCode]:
+    topics: dict[str, list[ReassignablePartition]] = {}
+    for (topic, index), replicas in targets.items():
+        topics.setdefault(topic, []).append(ReassignablePartition(
+            partition_index=index, replicas=None if replicas is None else tuple(replicas)))
+    response = request(b.bootstrap, AlterPartitionReassignmentsRequest(topics=tuple(
+        ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
+        **kwargs))
+    assert response.error_code == ErrorCode.none, response
+    return {(t.name, p.partition_index): p.error_code
+            for t in response.responses for p in t.partitions}
+
+
+def _listed(b: EmbeddedBroker, topics: dict[str, list[int]] | None = None,
+            ) -> dict[tuple[str, int], tuple[tuple[int, ...], ...]]:
+    body = ListPartitionReassignmentsRequest(topics=None if topics is None else tuple(
+        ListPartitionReassignmentsTopics(name=t, partition_indexes=tuple(ps))
+        for t, ps in topics.items()))
+    response = request(b.bootstrap, body)
+    assert response.error_code == ErrorCode.none
+    return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+            for t in response.topics for p in t.partitions}
+
+
+def test_reassignment_completes_once_the_targets_are_in_the_isr(
+        zk_broker_factory: Factory, kazoo: KazooClient) -> None:
+    b1, b2, b3 = _cluster(zk_broker_factory, 1, 2, 3)
+    _create(b1, "moving", {0: (1, 2), 1: (2, 3)})
+    _wait(lambda: all("moving" in backend(b).image.topics for b in (b2, b3)), "the topic")
+    topic_id = _json(kazoo, "/brokers/topics/moving")["topic_id"]
+
+    assert _alter(b2, {("moving", 0): [2, 3], ("moving", 1): None, ("moving", 5): [1],
+                       ("ghost", 0): [1]}) == {
+        ("moving", 0): ErrorCode.none,
+        ("moving", 1): ErrorCode.no_reassignment_in_progress,
+        ("moving", 5): ErrorCode.unknown_topic_or_partition,
+        ("ghost", 0): ErrorCode.unknown_topic_or_partition}
+    assert _json(kazoo, "/brokers/topics/moving") == {
+        "version": 3, "topic_id": topic_id, "partitions": {"0": [2, 3, 1], "1": [2, 3]},
+        "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [1]}}
+    for b in (b1, b2, b3):
+        p = _wait(lambda b=b: (p := partition(b, "moving")).reassigning and p, "the image")
+        assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((2, 3, 1), (3,), (1,))
+        assert (p.leader, p.isr) == (1, (1, 2))
+    assert _listed(b3) == {("moving", 0): ((2, 3, 1), (3,), (1,))}
+    assert _listed(b3, {"moving": [0, 1, 7], "ghost": [0]}) == _listed(b3)
+
+    assert _alter(b1, {("moving", 0): [], ("moving", 1): [3, 3], ("moving", 2): [1]}) == {
+        ("moving", 0): ErrorCode.invalid_replica_assignment,
+        ("moving", 1): ErrorCode.invalid_replica_assignment,
+        ("moving", 2): ErrorCode.unknown_topic_or_partition}
+    assert _alter(b1, {("moving", 1): [2, 9]}) == {
+        ("moving", 1): ErrorCode.invalid_replica_assignment}  # broker 9 is not alive
+    assert _alter(b1, {("moving", 1): [1]}, allow_replication_factor_change=False) == {
+        ("moving", 1): ErrorCode.invalid_replication_factor}
+
+    # Broker 3 catches up: leader 1 adds it to the ISR, and the controller completes.
+    before = partition(b1, "moving")
+    _set_isr(b1, "moving", (1, 2, 3))
+    done = _wait(lambda: not (p := partition(b2, "moving")).reassigning and p, "completion")
+    assert (done.replicas, done.isr, done.leader) == ((2, 3), (2, 3), 2)
+    assert done.leader_epoch == before.leader_epoch + 1
+    assert _json(kazoo, "/brokers/topics/moving")["partitions"]["0"] == [2, 3]
+    assert _json(kazoo, "/brokers/topics/moving")["adding_replicas"] == {}
+    state = _json(kazoo, "/brokers/topics/moving/partitions/0/state")
+    assert (state["leader"], state["isr"]) == (2, [2, 3])
+    assert _listed(b1) == {}
+
+
+def test_a_cancelled_reassignment_returns_to_the_original_replicas(
+        zk_broker_factory: Factory, kazoo: KazooClient) -> None:
+    b1, _, b3 = _cluster(zk_broker_factory, 1, 2, 3)
+    _create(b1, "back", {0: (1, 2)})
+    _wait(lambda: "back" in backend(b3).image.topics, "the topic")
+    assert _alter(b3, {("back", 0): [3, 1]}) == {("back", 0): ErrorCode.none}
+    _wait(lambda: partition(b1, "back").replicas == (3, 1, 2), "the reassignment")
+    _set_isr(b1, "back", (1, 2, 3))  # broker 3 caught up
+    # The targets (3, 1) are in the ISR: complete; leader 1 is a live target and stays.
+    done = _wait(lambda: not (p := partition(b1, "back")).reassigning and p, "completion")
+    assert (done.replicas, done.isr, done.leader) == ((3, 1), (1, 3), 1)
+
+    # Replaced by another reassignment, then cancelled: back where it started.
+    assert _alter(b3, {("back", 0): [2, 3]}) == {("back", 0): ErrorCode.none}
+    assert _alter(b3, {("back", 0): [2, 1]}) == {("back", 0): ErrorCode.none}
+    assert _json(kazoo, "/brokers/topics/back")["partitions"]["0"] == [2, 1, 3]
+    assert _listed(b3) == {("back", 0): ((2, 1, 3), (2,), (3,))}
+    assert _alter(b3, {("back", 0): None}) == {("back", 0): ErrorCode.none}
+    cancelled = _wait(lambda: (p := partition(b1, "back")).replicas == (1, 3)
+                      and not p.reassigning and p, "the cancellation")
+    assert (cancelled.leader, set(cancelled.isr)) == (1, {1, 3})
+    assert _json(kazoo, "/brokers/topics/back")["adding_replicas"] == {}
+    assert _listed(b3) == {}
+
+
+def test_elections_and_reassignments_keep_kafkas_errors_on_one_broker(
+        zk_broker: EmbeddedBroker) -> None:
+    b = zk_broker
+    _create(b, "solo", {0: (1,)})
+    result = b.call(backend(b).elect_leaders(ElectionType.PREFERRED, [("solo", 0)], 1000))
+    assert result[("solo", 0)].error_code == ErrorCode.election_not_needed
+    assert _alter(b, {("solo", 0): [1]}) == {("solo", 0): ErrorCode.none}
+    assert not partition(b, "solo").reassigning
