@@ -427,6 +427,11 @@ class BrokerConfig:
         "replica.fetch.backoff.ms", 1000, "Pause of a follower's fetching after an error.",
         check=int_at_least(0),
     )
+    replica_high_watermark_checkpoint_interval_ms: int = setting(
+        "replica.high.watermark.checkpoint.interval.ms", 5000, "How often the high "
+        "watermarks are saved to disk (a restarted replica starts from them).",
+        check=int_at_least(0),
+    )
     replica_socket_timeout_ms: int = setting(
         "replica.socket.timeout.ms", 30000, "How long a follower waits for a fetch's answer "
         "before reconnecting.", check=int_at_least(1),

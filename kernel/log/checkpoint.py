@@ -15,6 +15,9 @@ from pathlib import Path
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# The replica layer's high watermarks, kept through restarts (Kafka's ReplicaManager
+# writes it every replica.high.watermark.checkpoint.interval.ms).
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 

@@ -30,6 +30,7 @@ import structlog
 
 from kernel.config import BrokerConfig
 from kernel.log.checkpoint import (
+    HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
@@ -173,6 +174,8 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = 0
         self._checkpoints_written: dict[str, int] = {}
+        # The high watermarks the last run saved, until the replica layer takes each.
+        self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._file_deletions: set[asyncio.TimerHandle] = set()
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
@@ -254,6 +257,12 @@ class LogManager:
         except CheckpointError as e:
             self._log.warning("ignoring unreadable log start offset checkpoint", error=str(e))
             start_offsets = {}
+        try:
+            self._saved_high_watermarks.update(
+                read_offset_checkpoint(directory / HIGH_WATERMARK_CHECKPOINT))
+        except CheckpointError as e:
+            # the followers' next fetches and the ISR's log ends bring them back
+            self._log.warning("ignoring unreadable high watermark checkpoint", error=str(e))
         started = time.monotonic()
         loaded = 0
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
@@ -371,6 +380,28 @@ class LogManager:
         for key, log in self._logs.items():
             snapshot.setdefault(log.dir.parent, {})[key] = log.recovery_point
         return snapshot
+
+    def saved_high_watermark(self, topic: str, partition: int) -> int:
+        """The high watermark the last run checkpointed for this log (0 if none),
+        capped at its log end; given once, to the replica that starts with it."""
+        saved = self._saved_high_watermarks.pop((topic, partition), 0)
+        log = self._logs.get((topic, partition))
+        return min(saved, log.log_end_offset) if log is not None else 0
+
+    def _snapshot_high_watermarks(self) -> dict[Path, dict[TopicPartition, int]]:
+        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        if self._high_watermark is None:
+            return snapshot
+        for key, log in self._logs.items():
+            hw = self._high_watermark(log)
+            if hw is not None:
+                snapshot.setdefault(log.dir.parent, {})[key] = hw
+        return snapshot
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Write every log dir's replication-offset-checkpoint in a worker thread."""
+        await self._in_thread(self._checkpoint_writer(HIGH_WATERMARK_CHECKPOINT,
+                                                      self._snapshot_high_watermarks()))
 
     def _snapshot_log_start_offsets(self) -> dict[Path, dict[TopicPartition, int]]:
         snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
@@ -516,6 +547,8 @@ class LogManager:
         self._every(config.log_flush_scheduler_interval_ms, self.flush_dirty_logs)
         self._every(config.log_flush_offset_checkpoint_interval_ms, self.checkpoint)
         self._every(self._producer_expiration_check_ms, self.remove_expired_producers)
+        self._every(config.replica_high_watermark_checkpoint_interval_ms,
+                    self.checkpoint_high_watermarks)
 
     def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]]) -> None:
         if interval_ms <= 0 or interval_ms >= _NEVER_MS:
@@ -608,6 +641,8 @@ class LogManager:
             try:
                 self.checkpoint_recovery_points()
                 self.checkpoint_log_start_offsets()
+                self._write_checkpoints(HIGH_WATERMARK_CHECKPOINT,
+                                        self._snapshot_high_watermarks())
             except OSError as e:
                 failed.update(self.log_dirs)
                 self._log.error("writing checkpoints failed", error=str(e))

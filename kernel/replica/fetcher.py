@@ -304,6 +304,7 @@ class ReplicaFetcherManager:
         self._ssl_context = ssl_context
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._source_of: dict[TopicPartition, int] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
 
     @property
     def config(self) -> BrokerConfig:
@@ -328,7 +329,8 @@ class ReplicaFetcherManager:
     def follow(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
         """Fetch ``partition`` from ``leader_id`` in ``leader_epoch``, from this log's end
         (truncation on fetch corrects it when the logs diverged)."""
-        self.unfollow(partition.key)
+        if self._source_of.get(partition.key, leader_id) != leader_id:
+            self.unfollow(partition.key)
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
@@ -337,10 +339,15 @@ class ReplicaFetcherManager:
 
     def unfollow(self, key: TopicPartition) -> None:
         source = self._source_of.pop(key, None)
-        if source is not None:
-            fetcher = self.fetchers.get(source)
-            if fetcher is not None:
-                fetcher.remove(key)
+        fetcher = self.fetchers.get(source) if source is not None else None
+        if fetcher is None:
+            return
+        fetcher.remove(key)
+        if not fetcher.partitions:  # nothing left to fetch there: close its connection
+            del self.fetchers[fetcher.source_broker_id]
+            stopping = asyncio.ensure_future(fetcher.shutdown())
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
 
     def fetch_offset(self, key: TopicPartition) -> int | None:
         source = self._source_of.get(key)
@@ -348,16 +355,10 @@ class ReplicaFetcherManager:
         state = fetcher.partitions.get(key) if fetcher is not None else None
         return state.fetch_offset if state is not None else None
 
-    async def shutdown_idle(self) -> None:
-        """Stop the fetchers left with nothing to fetch."""
-        for leader_id, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                del self.fetchers[leader_id]
-                await fetcher.shutdown()
-
     async def shutdown(self) -> None:
         fetchers = list(self.fetchers.values())
         self.fetchers.clear()
         self._source_of.clear()
         for fetcher in fetchers:
             await fetcher.shutdown()
+        await asyncio.gather(*self._stopping, return_exceptions=True)

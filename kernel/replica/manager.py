@@ -157,6 +157,10 @@ class ReplicaManager:
         partition = Partition(topic.name, index, topic.topic_id, log, self.broker_id,
                               self._on_high_watermark,
                               self._request_isr_change if self._alter_partition else None)
+        # As Kafka: the high watermark the last run checkpointed, so a restarted leader
+        # does not hide committed records until its followers report again.
+        partition.high_watermark = self.logs.saved_high_watermark(topic.name, index)
+        log.on_high_watermark_updated(partition.high_watermark)
         self.partitions[(topic.name, index)] = partition
         return partition
 
