@@ -100,9 +100,9 @@ class LoadProducer:
         began = time.monotonic()
         try:
             while not self._stop.is_set() and self.sent < self.max_records:
-                due = began + self.sent / self.rate
-                if time.monotonic() < due:
-                    producer.poll(min(0.05, due - time.monotonic()))
+                wait = began + self.sent / self.rate - time.monotonic()
+                if wait > 0:
+                    producer.poll(min(0.05, wait))  # a negative timeout waits for ever
                     continue
                 value = f"{self.prefix}-{self.sent}".encode()
                 try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from tests.cluster import harness
+from tests.cluster.load import Acks, LoadProducer, read_all, verify
 
 SESSION_S = harness.SESSION_TIMEOUT_MS / 1000
 # A dead broker's session expires after SESSION_S; the controller (perhaps elected
@@ -71,3 +72,21 @@ def test_kill_restart_and_pause(cluster: harness.Cluster) -> None:
         cluster.broker(paused).resume()
     cluster.wait_registered([paused], timeout=60)
     assert cluster.broker(paused).alive
+
+
+def test_load_and_its_check(cluster: harness.Cluster) -> None:
+    """The load producer and the read-back check on a topic of one replica (whose high
+    watermark needs no follower), and the check's verdict on a made-up loss and
+    duplicate."""
+    cluster.create_topic("load", partitions=2, replication_factor=1)
+    producer = LoadProducer(cluster.bootstrap, "load", partitions=2, rate=500).start()
+    assert producer.wait_acked(300, 30), producer.acks.failed
+    acks = producer.stop(flush_timeout=30)
+    verdict = verify(acks, read_all(cluster.bootstrap, "load", 2))
+    assert verdict.ok and verdict.consumed == verdict.acked >= 300, str(verdict)
+
+    made_up = Acks(acked=[(0.0, b"a"), (0.0, b"b"), (0.0, b"c")])
+    verdict = verify(made_up, [b"a", b"c", b"c", b"x"])
+    assert (verdict.lost, verdict.duplicates, verdict.unacked_present) == (
+        [b"b"], {b"c": 2}, 1)
+    assert not verdict.ok
