@@ -76,6 +76,7 @@ class LoadProducer:
         self.prefix = prefix
         self.acks = Acks()
         self.sent = 0
+        self.sent_at: list[float] = []  # when record n was handed to the producer
         self.unflushed = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -111,10 +112,22 @@ class LoadProducer:
                 except BufferError:
                     producer.poll(0.05)
                     continue
+                self.sent_at.append(time.monotonic())
                 self.sent += 1
                 producer.poll(0)
         except BaseException as e:  # handed to the caller by stop()
             self.error = e
+
+    def first_ack_of_sent_after(self, moment: float) -> float | None:
+        """When the first record handed to the producer after ``moment`` was
+        acknowledged: after a kill, an acknowledgement no dead broker can have sent."""
+        sent_at = self.sent_at
+        with self.acks.lock:
+            for t, value in self.acks.acked:
+                n = int(value.rsplit(b"-", 1)[1])
+                if n < len(sent_at) and sent_at[n] > moment:
+                    return t
+        return None
 
     def wait_acked(self, count: int, timeout: float) -> bool:
         """Until ``count`` records in all are acknowledged; False after ``timeout``."""
