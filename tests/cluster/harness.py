@@ -233,6 +233,7 @@ class Cluster:
     brokers: dict[int, ClusterBroker]
     own_zookeeper: bool
     remove_work_dir: bool
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
     _kazoo: KazooClient | None = field(default=None, repr=False)
     _admin: AdminClient | None = field(default=None, repr=False)
 
@@ -282,7 +283,7 @@ class Cluster:
         b = self.brokers[broker_id]
         if b.alive:
             raise ClusterError(f"broker {broker_id} is still running")
-        self.wait_unregistered(broker_id, SESSION_TIMEOUT_MS / 1000 * 3 + 10)
+        self.wait_unregistered(broker_id, self.session_timeout_ms / 1000 * 3 + 10)
         began = time.monotonic()
         b.launch()
         b.wait_answering(timeout)
@@ -531,7 +532,8 @@ def start_cluster(
     own_dir = work_dir is None
     work = Path(work_dir or tempfile.mkdtemp(prefix="kafkernel-cluster-"))
     chroot = f"/kafkernel-{uuid.uuid4().hex[:12]}"
-    cluster = Cluster(zk, chroot, work, {}, own_zookeeper=own_zk, remove_work_dir=own_dir)
+    cluster = Cluster(zk, chroot, work, {}, own_zookeeper=own_zk, remove_work_dir=own_dir,
+                      session_timeout_ms=session_timeout_ms)
     try:
         root = KazooClient(hosts=zk.connect, timeout=10.0)
         root.start(timeout=30)
