@@ -80,8 +80,8 @@ class LoadProducer:
         self.unflushed = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS,
-                                   **(settings or {})})
+        self._producer: Producer | None = Producer(
+            {"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, **(settings or {})})
         self._thread = threading.Thread(target=self._run, name=f"load-{topic}", daemon=True)
 
     def start(self) -> LoadProducer:
@@ -98,6 +98,7 @@ class LoadProducer:
 
     def _run(self) -> None:
         producer = self._producer
+        assert producer is not None
         began = time.monotonic()
         try:
             while not self._stop.is_set() and self.sent < self.max_records:
@@ -146,10 +147,15 @@ class LoadProducer:
         ones still undelivered then are purged (``unflushed``)."""
         self._stop.set()
         self._thread.join(30)
-        self.unflushed = self._producer.flush(flush_timeout)
-        if self.unflushed:
-            self._producer.purge()
-            self._producer.flush(5)
+        producer = self._producer
+        if producer is not None:
+            self.unflushed = producer.flush(flush_timeout)
+            if self.unflushed:
+                producer.purge()
+                producer.flush(5)
+            # Dropped here: a failed test's traceback keeps this object, and a live
+            # librdkafka client would go on reconnecting to the stopped brokers.
+            self._producer = None
         if self.error is not None:
             raise self.error
         return self.acks

@@ -208,6 +208,8 @@ def test_group_continues_from_committed_offsets_after_its_coordinator_dies(
     for i in range(300):
         producer.produce(topic, f"e-{i}".encode(), partition=0)
     undelivered = producer.flush(ACKS_WITHIN_S)
+    producer.purge()
+    del producer  # not kept reconnecting by a failure's traceback
     assert undelivered == 0, (f"{undelivered} of 300 acks=all records not acknowledged "
                               f"within {ACKS_WITHIN_S:.0f} s: the leader's high watermark "
                               "moves only when the ISR's followers have fetched them")
