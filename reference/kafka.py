@@ -4,6 +4,9 @@ broker and controller at once, listening only on 127.0.0.1, with a temporary log
     with reference.kafka.start() as kafka:
         print(kafka.bootstrap, kafka.startup_seconds, kafka.rss_bytes())
 
+``start_cluster(3)`` runs three such nodes as one cluster (one KRaft quorum of the three,
+internal topics replicated three ways), for replicated workloads and failover.
+
 The jars come from ``python -m reference.fetch`` (``./dev test`` runs it). Used by the
 differential tests (tests/reference) and meant for the benchmarks too, so nothing here
 depends on pytest.
@@ -270,6 +273,11 @@ def start(
 def answers_metadata(bootstrap: str) -> bool:
     """Metadata (v12, all topics) answered with at least one broker: the broker has
     registered with its controller and serves clients."""
+    return metadata_brokers(bootstrap) > 0
+
+
+def metadata_brokers(bootstrap: str) -> int:
+    """How many brokers a Metadata (v12) answer of ``bootstrap`` names; 0 without one."""
     host, port = bootstrap.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=2.0) as sock:
@@ -278,10 +286,216 @@ def answers_metadata(bootstrap: str) -> bool:
             head = _recv_exactly(sock, 4)
             frame = _recv_exactly(sock, struct.unpack(">i", head)[0])
     except (OSError, struct.error, EOFError):
-        return False
+        return 0
     # correlation id (4 bytes), empty tagged fields of response header v1 (1 byte)
     response, _ = entity_reader(MetadataResponse)(frame, 5)
-    return len(response.brokers) > 0
+    return len(response.brokers)
+
+
+# -- a cluster of three ------------------------------------------------------------
+
+
+def cluster_properties(node_id: int, port: int, controller_port: int, voters: str,
+                       log_dir: Path, nodes: int) -> dict[str, str]:
+    """One of ``nodes`` combined broker+controller nodes of a KRaft quorum (``voters``:
+    Kafka's controller.quorum.voters), with Kafka's replication defaults for a cluster
+    of three: internal topics replicated ``min(3, nodes)`` ways, min ISR 2."""
+    rf = str(min(3, nodes))
+    min_isr = str(min(2, nodes))
+    return {
+        **server_properties(port, controller_port, log_dir),
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "default.replication.factor": rf,
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": min_isr,
+    }
+
+
+@dataclass
+class ReferenceNode:
+    """One node of a :class:`ReferenceCluster`; its ports and log dir stay the same
+    across :meth:`ReferenceCluster.restart`."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    work_dir: Path
+    command: list[str]
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def launch(self) -> None:
+        with open(self.work_dir / "kafka.out", "ab") as out:
+            self.process = subprocess.Popen(
+                [*_die_with_parent(), *self.command], stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, cwd=self.work_dir)
+
+    def kill(self) -> None:
+        """kill -9: no controlled shutdown; the controller fences it once its broker
+        session (broker.session.timeout.ms) lapses."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(STOP_TIMEOUT)
+
+    def rss_bytes(self) -> int:
+        if self.process is None:
+            return 0
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return 0
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+
+@dataclass
+class ReferenceCluster:
+    """Kafka nodes 1..N, each broker and controller; :meth:`stop` ends them all."""
+
+    nodes: dict[int, ReferenceNode]
+    work_dir: Path
+    cluster_id: str
+    format_seconds: float
+    startup_seconds: float
+    remove_work_dir: bool = True
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node, so a client bootstraps while any one of them is up."""
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def node(self, node_id: int) -> ReferenceNode:
+        return self.nodes[node_id]
+
+    def restart(self, node_id: int, timeout: float = STARTUP_TIMEOUT) -> float:
+        """Start a killed node again on its ports and log dir; seconds until it answers
+        Metadata naming every node."""
+        node = self.nodes[node_id]
+        if node.alive:
+            raise KafkaStartError(f"node {node_id} is still running")
+        began = time.monotonic()
+        node.launch()
+        self._wait_ready([node], timeout)
+        return time.monotonic() - began
+
+    def _wait_ready(self, nodes: list[ReferenceNode], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while metadata_brokers(node.bootstrap) < len(self.nodes):
+                if not node.alive or time.monotonic() > deadline:
+                    why = ("exited" if not node.alive else
+                           f"did not answer Metadata naming {len(self.nodes)} brokers "
+                           f"within {timeout:.0f} s")
+                    tail = _tail(node.work_dir / "kafka.out") + _tail(
+                        node.work_dir / "server.log")
+                    raise KafkaStartError(f"Kafka node {node.node_id} {why}; logs in "
+                                          f"{node.work_dir}:\n{tail}")
+                time.sleep(PROBE_INTERVAL * 5)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for node in self.nodes.values():
+            if node.alive and node.process is not None:
+                node.process.send_signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            if node.process is not None:
+                _terminate(node.process, timeout)
+        if self.remove_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> ReferenceCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_cluster(
+    nodes: int = 3,
+    *,
+    heap: str = HEAP,
+    overrides: Mapping[str, str] | None = None,
+    work_dir: str | Path | None = None,
+    timeout: float = STARTUP_TIMEOUT,
+    java: str = "java",
+) -> ReferenceCluster:
+    """``nodes`` combined broker+controller nodes, one KRaft quorum of them all, on free
+    loopback ports, each with its own log dir and the single node's JVM options and
+    heap (so three nodes take three heaps); returns once every node answers Metadata
+    naming all of them. ``overrides`` are server.properties keys for every node."""
+    if not is_fetched():
+        raise KafkaNotFetched(
+            f"Apache Kafka {kafka_version()} is not fetched into {libs_dir()}: run ./dev test"
+        )
+    if shutil.which(java) is None:
+        raise KafkaNotFetched(f"{java} is not installed: run ./dev test")
+    own_dir = work_dir is None
+    work = Path(work_dir or tempfile.mkdtemp(prefix="reference-kafka-cluster-"))
+    ports = _free_ports(2 * nodes)
+    ids = list(range(1, nodes + 1))
+    voters = ",".join(f"{i}@{HOST}:{ports[nodes + i - 1]}" for i in ids)
+    cluster_id = _random_cluster_id()
+    cluster = ReferenceCluster({}, work, cluster_id, 0.0, 0.0, remove_work_dir=own_dir)
+    formats: list[subprocess.Popen[bytes]] = []
+    began = time.monotonic()
+    for i in ids:
+        node_dir = work / f"node-{i}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        props = cluster_properties(i, ports[i - 1], ports[nodes + i - 1], voters,
+                                   node_dir / "kraft-logs", nodes)
+        props.update(overrides or {})
+        config = node_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        log4j = node_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2_PROPERTIES.format(log_file=node_dir / "server.log"))
+        base = [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}",
+                f"-Dkafka.logs.dir={node_dir}", "-cp", f"{libs_dir()}/*"]
+        cluster.nodes[i] = ReferenceNode(
+            i, ports[i - 1], ports[nodes + i - 1], node_dir,
+            [*base, f"-Xmx{heap}", f"-Xms{heap}", BROKER_MAIN, str(config)])
+        # The nodes format at once: three short JVMs, not one after another.
+        with open(node_dir / "format.out", "wb") as out:
+            formats.append(subprocess.Popen(
+                [*base, "-Xmx256m", STORAGE_TOOL_MAIN, "format", "--cluster-id", cluster_id,
+                 "--config", str(config)], stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT))
+    try:
+        for i, proc in zip(ids, formats, strict=True):
+            if proc.wait(timeout) != 0:
+                raise KafkaStartError(f"kafka-storage format of node {i} failed "
+                                      f"({proc.returncode}):\n"
+                                      + _tail(work / f"node-{i}" / "format.out"))
+        cluster.format_seconds = time.monotonic() - began
+        began = time.monotonic()
+        for node in cluster.nodes.values():
+            node.launch()
+        cluster._wait_ready(list(cluster.nodes.values()), timeout)
+        cluster.startup_seconds = time.monotonic() - began
+    except BaseException:
+        for proc in formats:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        cluster.remove_work_dir = False  # keep the logs to read
+        cluster.stop()
+        raise
+    return cluster
 
 
 def answers_api_versions(bootstrap: str, *, tls: bool = False) -> bool:
