@@ -24,7 +24,14 @@ async def create_internal_topic(metadata: MetadataBackend, log: Any, name: str,
     image = metadata.image
     if name in image.topics:
         return None
+    wanted = replication_factor
     replication_factor = min(replication_factor, max(1, len(image.brokers)))
+    if replication_factor < wanted:
+        # Kafka refuses until enough brokers are up; this cap lets one broker serve
+        # groups, and the operator should hear that a cluster got less than asked.
+        log.warning("internal topic gets fewer replicas than configured: not enough "
+                    "brokers registered yet", topic=name, replication_factor=replication_factor,
+                    configured=wanted, brokers=len(image.brokers))
     if "min.insync.replicas" in configs:
         configs = {**configs, "min.insync.replicas":
                    str(min(int(configs["min.insync.replicas"]), replication_factor))}
