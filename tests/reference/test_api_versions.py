@@ -196,13 +196,15 @@ def test_readme_compatibility_table(shared: Pair) -> None:
 def test_every_advertised_key_has_conformance_cases() -> None:
     """Each key Kafkernel advertises has cases, which run at each advertised version."""
     from tests.reference import (
+        test_conformance_cluster,
         test_conformance_groups,
         test_conformance_log,
         test_conformance_markers,
         test_conformance_topics,
         test_conformance_txn,
     )
-    covered = {API_VERSIONS} | {key for module in (test_conformance_groups,
+    covered = {API_VERSIONS} | {key for module in (test_conformance_cluster,
+                                                   test_conformance_groups,
                                                    test_conformance_log,
                                                    test_conformance_markers,
                                                    test_conformance_topics,
