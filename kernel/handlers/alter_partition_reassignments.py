@@ -28,9 +28,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     top, message = ErrorCode.none, None
     outcomes: dict[TopicPartition, PartitionOutcome] = {}
     if not ctx.authorize(ctx.session, "ALTER", "CLUSTER", CLUSTER_NAME):
-        # As Kafka's error response: the error at the top and on every partition.
+        # As Kafka's error response: the error and its message at the top and on every
+        # partition.
         top = ErrorCode.cluster_authorization_failed
-        outcomes = dict.fromkeys(wanted, PartitionOutcome(top))
+        message = "ALTER on the cluster is needed to reassign partitions."
+        outcomes = dict.fromkeys(wanted, PartitionOutcome(top, message))
     else:
         image = ctx.services.metadata.image
         if not getattr(request, "allow_replication_factor_change", True):

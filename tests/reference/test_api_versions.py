@@ -50,7 +50,6 @@ GAPS: dict[int, str] = {
     30: "served by the acl plugin, not enabled by default",
     31: "served by the acl plugin, not enabled by default",
     34: "not planned: one log dir per broker holds every replica",
-    35: "not planned yet: log dirs are not described",
     36: "served by the auth_sasl plugin, not enabled by default",
     38: "not planned: delegation tokens",
     39: "not planned: delegation tokens",
