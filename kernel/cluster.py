@@ -432,6 +432,12 @@ def offline_election(replicas: Sequence[int], isr: Sequence[int], live: Collecti
     return None
 
 
+# Kafka's controller answers ElectLeaders with ApiError(error), which carries the
+# error's default message (reassignments go through ApiError.fromThrowable, which drops
+# a message equal to the default: none there).
+ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
+
+
 def requested_election(state: PartitionState, election_type: ElectionType,
                        live: Collection[int]) -> tuple[int, tuple[int, ...]]:
     """The (leader, ISR) an ElectLeaders request gives the partition; raises
@@ -440,7 +446,7 @@ def requested_election(state: PartitionState, election_type: ElectionType,
     if election_type == ElectionType.PREFERRED:
         preferred = state.replicas[0] if state.replicas else NO_LEADER
         if state.leader == preferred:
-            raise KafkaError(ErrorCode.election_not_needed)
+            raise KafkaError(ErrorCode.election_not_needed, ELECTION_NOT_NEEDED)
         if preferred in live and preferred in state.isr:
             return preferred, state.isr
         raise KafkaError(ErrorCode.preferred_leader_not_available,
@@ -448,7 +454,7 @@ def requested_election(state: PartitionState, election_type: ElectionType,
                          f"preferred replica {preferred} is not live and in the ISR "
                          f"{list(state.isr)}.")
     if state.leader != NO_LEADER and state.leader in live:
-        raise KafkaError(ErrorCode.election_not_needed)
+        raise KafkaError(ErrorCode.election_not_needed, ELECTION_NOT_NEEDED)
     elected = offline_election(state.replicas, state.isr, live, unclean=True)
     if elected is None:
         raise KafkaError(ErrorCode.eligible_leaders_not_available,

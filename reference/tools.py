@@ -39,6 +39,7 @@ CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"  # kafka-con
 # kafka-reassign-partitions
 REASSIGN_PARTITIONS_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election
+LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs
 
 # A tool is a short-lived JVM: the C1 compiler alone starts it quicker, and it needs
 # little heap. The JVM's own warnings go to stderr, never into the output a test reads.

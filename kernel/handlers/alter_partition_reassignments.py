@@ -8,10 +8,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kernel.cluster import PartitionOutcome, TopicPartition
+from kernel.cluster import PartitionOutcome, TopicPartition, reassignment
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import ErrorCode
+from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.requests import RequestContext
 
 API_KEY = 45
@@ -28,21 +28,28 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     top, message = ErrorCode.none, None
     outcomes: dict[TopicPartition, PartitionOutcome] = {}
     if not ctx.authorize(ctx.session, "ALTER", "CLUSTER", CLUSTER_NAME):
-        # As Kafka's error response: the error at the top and on every partition.
+        # As Kafka's error response: the error and its message at the top and on every
+        # partition.
         top = ErrorCode.cluster_authorization_failed
-        outcomes = dict.fromkeys(wanted, PartitionOutcome(top))
+        message = "ALTER on the cluster is needed to reassign partitions."
+        outcomes = dict.fromkeys(wanted, PartitionOutcome(top, message))
     else:
         image = ctx.services.metadata.image
         if not getattr(request, "allow_replication_factor_change", True):
             for tp, target in list(wanted.items()):
                 state = image.partition(*tp)
-                if state is not None and target is not None \
-                        and len(target) != len(state.original_replicas):
-                    outcomes[tp] = PartitionOutcome(
-                        ErrorCode.invalid_replication_factor,
-                        "The replication factor is changed from "
-                        f"{len(state.original_replicas)} to {len(target)}")
-                    del wanted[tp]
+                if state is None or target is None \
+                        or len(target) == len(state.original_replicas):
+                    continue
+                try:  # as Kafka's controller, a target must be valid before its size counts
+                    reassignment(state, target, image.brokers)
+                except KafkaError:
+                    continue  # the backend answers it
+                outcomes[tp] = PartitionOutcome(
+                    ErrorCode.invalid_replication_factor,
+                    "The replication factor is changed from "
+                    f"{len(state.original_replicas)} to {len(target)}")
+                del wanted[tp]
         if wanted:
             outcomes.update(await ctx.services.metadata.alter_partition_reassignments(wanted))
     by_topic: dict[str, list[tuple[int, PartitionOutcome]]] = {}

@@ -40,7 +40,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(ctx.session, "ALTER", "CLUSTER", CLUSTER_NAME):
         top = ErrorCode.cluster_authorization_failed
         requested = [] if every else requested
-        outcomes = dict.fromkeys(requested, PartitionOutcome(top))
+        # As Kafka's error response: the error and its message on every partition.
+        outcomes = dict.fromkeys(requested, PartitionOutcome(
+            top, "ALTER on the cluster is needed to elect leaders."))
     else:
         timeout_ms = int(request.timeout.total_seconds() * 1000)
         outcomes = await ctx.services.metadata.elect_leaders(

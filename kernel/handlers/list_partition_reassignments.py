@@ -24,7 +24,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(ctx.session, "DESCRIBE", "CLUSTER", CLUSTER_NAME):
         return make(m.ListPartitionReassignmentsResponse,
                     throttle_time=datetime.timedelta(0),
-                    error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+                    error_code=ErrorCode.cluster_authorization_failed,
+                    error_message="DESCRIBE on the cluster is needed to list reassignments.",
                     topics=())
     image = ctx.services.metadata.image
     listed: dict[str, list[PartitionState]] = {}

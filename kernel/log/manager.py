@@ -315,6 +315,13 @@ class LogManager:
     def all_logs(self) -> list[Log]:
         return list(self._logs.values())
 
+    def logs_by_dir(self) -> dict[Path, list[Log]]:
+        """Each directory of ``log.dirs`` with the logs it holds (DescribeLogDirs)."""
+        by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        for log in self._logs.values():
+            by_dir.setdefault(log.dir.parent, []).append(log)
+        return by_dir
+
     def _next_log_dir(self) -> Path:
         counts = dict.fromkeys(self.log_dirs, 0)
         for log in self._logs.values():

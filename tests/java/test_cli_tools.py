@@ -6,6 +6,7 @@ from confluent-kafka, which costs no JVM start."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -246,3 +247,31 @@ def test_producer_and_consumer_perf_test(broker: EmbeddedBroker) -> None:
     stats = dict(zip((h.strip() for h in header.split(",")),
                      (c.strip() for c in row.split(",")), strict=True))
     assert int(stats["data.consumed.in.nMsg"]) == records, out
+
+
+def test_kafka_log_dirs_describe(broker: EmbeddedBroker) -> None:
+    """kafka-log-dirs --describe (DescribeLogDirs): the broker's log dir with each
+    partition's size in bytes, no lag, no future log; --topic-list narrows it."""
+    create_topic(broker.bootstrap, "dirs", 2)
+    create_topic(broker.bootstrap, "other", 1)
+    produce(broker.bootstrap, "dirs", {0: 20})
+    assert broker.broker is not None
+    (log_dir,) = broker.broker.config.log_dirs
+    out = ok(tools.run(tools.LOG_DIRS_COMMAND, "--bootstrap-server", broker.bootstrap,
+                       "--describe", "--topic-list", "dirs"))
+    assert "Received log directory information from brokers 1" in out, out
+    described = json.loads(out.strip().splitlines()[-1])
+    (only_broker,) = described["brokers"]
+    assert only_broker["broker"] == 1
+    (directory,) = only_broker["logDirs"]
+    assert directory["logDir"] == os.path.abspath(log_dir) and directory["error"] is None
+    sizes = {p["partition"]: p["size"] for p in directory["partitions"]}
+    first = broker.broker.logs.get_log("dirs", 0)
+    assert first is not None and first.size > 0
+    assert sizes == {"dirs-0": first.size, "dirs-1": 0}
+    assert all(p["offsetLag"] == 0 and p["isFuture"] is False
+               for p in directory["partitions"])
+    everything = ok(tools.run(tools.LOG_DIRS_COMMAND, "--bootstrap-server", broker.bootstrap,
+                              "--describe"))
+    (directory,) = json.loads(everything.strip().splitlines()[-1])["brokers"][0]["logDirs"]
+    assert {"dirs-0", "dirs-1", "other-0"} <= {p["partition"] for p in directory["partitions"]}

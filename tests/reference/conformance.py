@@ -54,6 +54,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     28: (0, 4),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs
+    35: (1, 5),   # DescribeLogDirs
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
     43: (0, 2),   # ElectLeaders

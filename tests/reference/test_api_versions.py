@@ -50,7 +50,6 @@ GAPS: dict[int, str] = {
     30: "served by the acl plugin, not enabled by default",
     31: "served by the acl plugin, not enabled by default",
     34: "not planned: one log dir per broker holds every replica",
-    35: "not planned yet: log dirs are not described",
     36: "served by the auth_sasl plugin, not enabled by default",
     38: "not planned: delegation tokens",
     39: "not planned: delegation tokens",
@@ -196,13 +195,15 @@ def test_readme_compatibility_table(shared: Pair) -> None:
 def test_every_advertised_key_has_conformance_cases() -> None:
     """Each key Kafkernel advertises has cases, which run at each advertised version."""
     from tests.reference import (
+        test_conformance_cluster,
         test_conformance_groups,
         test_conformance_log,
         test_conformance_markers,
         test_conformance_topics,
         test_conformance_txn,
     )
-    covered = {API_VERSIONS} | {key for module in (test_conformance_groups,
+    covered = {API_VERSIONS} | {key for module in (test_conformance_cluster,
+                                                   test_conformance_groups,
                                                    test_conformance_log,
                                                    test_conformance_markers,
                                                    test_conformance_topics,

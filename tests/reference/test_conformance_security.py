@@ -367,6 +367,42 @@ def an_unprivileged_user_is_refused_as_kafka_refuses(b: str) -> Any:
         return seen
 
 
+def cluster_apis_need_the_cluster_permissions(b: str) -> Any:
+    """ElectLeaders and AlterPartitionReassignments need ALTER on the cluster,
+    ListPartitionReassignments and DescribeLogDirs DESCRIBE: an unprivileged user gets
+    CLUSTER_AUTHORIZATION_FAILED (at the top and, where the answer has partitions, on
+    each one asked for) and nothing else. Whether there is a message is compared, not
+    its text: Kafka's names its internal request's toString."""
+    topic = "conf-cluster-apis"
+    with Conversation(b) as c:
+        c.login("alice")
+        seen: dict[str, Any] = {}
+        for v in (0, 2):
+            answer = c.ask(body(43, v, election_type=0, timeout=TIMEOUT, topic_partitions=(
+                part(43, v, "TopicPartitions", topic=topic, partitions=(0, 1)),)))
+            seen[f"elect leaders v{v}"] = (getattr(answer, "error_code", None), sorted(
+                (r.topic, p.partition_id, p.error_code, bool(p.error_message))
+                for r in answer.replica_election_results for p in r.partition_result))
+        answer = c.ask(body(43, 2, election_type=0, timeout=TIMEOUT, topic_partitions=None))
+        seen["elect leaders of all"] = (answer.error_code,
+                                        list(answer.replica_election_results))
+        answer = c.ask(body(45, 1, timeout=TIMEOUT, allow_replication_factor_change=True,
+                            topics=(part(45, 1, "ReassignableTopic", name=topic, partitions=(
+                                part(45, 1, "ReassignablePartition", partition_index=0,
+                                     replicas=(1,)),)),)))
+        seen["alter reassignments"] = (answer.error_code, bool(answer.error_message), sorted(
+            (t.name, p.partition_index, p.error_code, bool(p.error_message))
+            for t in answer.responses for p in t.partitions))
+        answer = c.ask(body(46, 0, timeout=TIMEOUT, topics=None))
+        seen["list reassignments"] = (answer.error_code, bool(answer.error_message),
+                                      list(answer.topics))
+        for v in (1, 4):
+            answer = c.ask(body(35, v, topics=None))
+            seen[f"describe log dirs v{v}"] = (getattr(answer, "error_code", None),
+                                               list(answer.results))
+        return seen
+
+
 def _init_producer_id(c: Conversation) -> Any:
     """Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its first producer-id block has
     come from its controller; clients retry, and so does this."""
@@ -401,6 +437,7 @@ CASES: list[Any] = [
     acl_apis_need_the_cluster_acls,
     an_unknown_acl_code_closes_the_connection,
     an_unprivileged_user_is_refused_as_kafka_refuses,
+    cluster_apis_need_the_cluster_permissions,
 ]
 
 

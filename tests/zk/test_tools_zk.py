@@ -8,7 +8,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
@@ -23,6 +22,7 @@ from tests.zk.test_controller_zk import (
     backend,
     partition,
 )
+from tests.zk.test_replication_zk import _produce
 
 
 def ok(result: tools.ToolResult) -> str:
@@ -86,18 +86,32 @@ def test_kafka_reassign_partitions_and_kafka_leader_election(
     assert "Successfully" not in result.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-reassign-partitions --execute first asks "
-                   "DescribeLogDirs (key 35), which Kafkernel does not serve yet")
 def test_kafka_reassign_partitions_execute(
         zk_broker_factory: Callable[..., EmbeddedBroker], tmp_path: Path) -> None:
+    """--execute asks DescribeLogDirs of the target brokers first, then starts the
+    reassignment; the new replica fetches from the leader, joins the ISR by itself, and
+    the controller completes the move: broker 2 alone holds every record."""
     b1, b2 = _cluster(zk_broker_factory, 1, 2)
     _create(b1, "moved", {0: (1,)})
+    _wait(lambda: partition(b2, "moved").leader == 1, "the topic on broker 2")
+    acked = _produce(b1.bootstrap, "moved", [f"v{i}".encode() for i in range(50)])
+    assert len(acked) == 50
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "moved", "partition": 0, "replicas": [2]}]}))
-    out = ok(tools.run(tools.REASSIGN_PARTITIONS_COMMAND, "--bootstrap-server",
-                       b2.bootstrap, "--reassignment-json-file", str(plan), "--execute"))
+    reassign = ("--bootstrap-server", b2.bootstrap, "--reassignment-json-file", str(plan))
+    out = ok(tools.run(tools.REASSIGN_PARTITIONS_COMMAND, *reassign, "--execute"))
     assert "Successfully started partition reassignment for moved-0" in out, out
+    _wait(lambda: (partition(b1, "moved").replicas, partition(b1, "moved").leader,
+                   partition(b1, "moved").reassigning) == ((2,), 2, False),
+          "the reassignment to complete", timeout=60)
+    out = ok(tools.run(tools.REASSIGN_PARTITIONS_COMMAND, *reassign, "--verify"))
+    assert "Reassignment of partition moved-0 is completed." in out, out
+    assert b2.broker is not None and b1.broker is not None
+    moved = b2.broker.logs.get_log("moved", 0)
+    assert moved is not None and moved.log_end_offset == 50
+    _wait(lambda: b1.broker is not None and b1.broker.logs.get_log("moved", 0) is None,
+          "broker 1 to delete its replica")
 
 
 def _json_partitions(kazoo: KazooClient, topic: str) -> dict[str, list[int]]:
