@@ -26,12 +26,6 @@ async def create_internal_topic(metadata: MetadataBackend, log: Any, name: str,
         return None
     wanted = replication_factor
     replication_factor = min(replication_factor, max(1, len(image.brokers)))
-    if replication_factor < wanted:
-        # Kafka refuses until enough brokers are up; this cap lets one broker serve
-        # groups, and the operator should hear that a cluster got less than asked.
-        log.warning("internal topic gets fewer replicas than configured: not enough "
-                    "brokers registered yet", topic=name, replication_factor=replication_factor,
-                    configured=wanted, brokers=len(image.brokers))
     if "min.insync.replicas" in configs:
         configs = {**configs, "min.insync.replicas":
                    str(min(int(configs["min.insync.replicas"]), replication_factor))}
@@ -43,6 +37,13 @@ async def create_internal_topic(metadata: MetadataBackend, log: Any, name: str,
             log.error("cannot create an internal topic", topic=name,
                       error=e.error_code.name, detail=e.message)
         return None
+    if replication_factor < wanted:
+        # Kafka refuses until enough brokers are up; this cap lets one broker serve
+        # groups, and the operator should hear that a cluster got less than asked.
+        log.warning("created an internal topic with fewer replicas than configured: not "
+                    "enough brokers were registered", topic=name, partitions=partitions,
+                    replication_factor=replication_factor, configured=wanted)
+        return replication_factor
     log.info("created an internal topic", topic=name, partitions=partitions,
              replication_factor=replication_factor)
     return replication_factor

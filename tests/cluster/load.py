@@ -30,6 +30,10 @@ PRODUCER_SETTINGS: dict[str, str | int | bool] = {
     "linger.ms": 5,
     "message.timeout.ms": 120_000,
     "request.timeout.ms": 10_000,
+    # A paused broker keeps its connections open: librdkafka gives up on a request
+    # there (metadata included) only after socket.timeout.ms, 60 s by default, which
+    # would stall the producer past every window these tests allow for a failover.
+    "socket.timeout.ms": 10_000,
     "retry.backoff.ms": 100,
     "retry.backoff.max.ms": 500,
     "topic.metadata.refresh.interval.ms": 1_000,
