@@ -7,8 +7,10 @@ does (a conditional write of the partition state through ``alter_partition``).""
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -29,10 +31,18 @@ from kio.schema.list_partition_reassignments.v0.request import (
 
 from kernel.cluster import NO_LEADER, ElectionType, PartitionState
 from kernel.cluster import NewTopic as NewTopicSpec
+from kernel.protocol.errors import KafkaError
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import request
+from tests.zk.test_replication_zk import _produce, _replica
 
 Factory = Callable[..., EmbeddedBroker]
+# Fast fetch retries after a leader stops. No scenario waits for the leader's lag check
+# (a follower leaves the ISR because its broker stopped), so replica.lag.time.max.ms is
+# long enough that a leader stalled for a moment keeps its followers when it resumes.
+REPLICATION = {"replica.fetch.wait.max.ms": 100, "replica.fetch.backoff.ms": 100,
+               "replica.lag.time.max.ms": 10000}
+RECORDS = 20
 
 
 def _json(kazoo: KazooClient, path: str) -> Any:
@@ -53,7 +63,7 @@ def _cluster(factory: Factory, *ids: int, racks: dict[int, str] | None = None,
              ) -> list[EmbeddedBroker]:
     brokers = []
     for broker_id in ids:
-        settings: dict[str, Any] = {"broker.id": broker_id}
+        settings: dict[str, Any] = {"broker.id": broker_id, **REPLICATION}
         if racks and broker_id in racks:
             settings["broker.rack"] = racks[broker_id]
         brokers.append(factory(settings))
@@ -83,6 +93,42 @@ def _set_isr(b: EmbeddedBroker, topic: str, isr: tuple[int, ...], index: int = 0
     """What the partition's leader does when its followers catch up or fall behind."""
     p = partition(b, topic, index)
     b.call(backend(b).alter_partition(topic, index, isr, p.leader_epoch, p.partition_epoch))
+
+
+def _fill(b: EmbeddedBroker, topic: str) -> int:
+    """Produce RECORDS records (acks=all) to partition 0; its log end offset after them.
+    A replica new to the partition starts fetching at 0, below the high watermark, so
+    that fetch alone cannot put it in the ISR: it must catch up."""
+    acked = _produce(b.bootstrap, topic, [f"{topic}-{i}".encode() for i in range(RECORDS)])
+    assert len(acked) == RECORDS
+    return max(offset for _, offset in acked) + 1
+
+
+def _log_end(b: EmbeddedBroker, topic: str) -> int:
+    replica = _replica(b, topic)
+    return -1 if replica is None else int(replica.log.log_end_offset)
+
+
+@contextmanager
+def _stalled(b: EmbeddedBroker, timeout: float = 30.0) -> Iterator[None]:
+    """Hold the broker's event loop, as a stalled process: kazoo's own thread keeps its
+    ZooKeeper session (so its registration and its places in ISRs) while it answers
+    nothing, so no follower can fetch from it. Released on leaving, or after
+    ``timeout`` whatever the test does."""
+    loop = b._loop
+    assert loop is not None
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(timeout)
+
+    loop.call_soon_threadsafe(hold)
+    assert held.wait(timeout), "the broker's loop was not held"
+    try:
+        yield
+    finally:
+        release.set()
 
 
 def test_racks_are_registered_and_replicas_spread_over_them(
@@ -292,6 +338,42 @@ def test_a_cancelled_reassignment_returns_to_the_original_replicas(
     assert (cancelled.leader, set(cancelled.isr)) == (1, {1, 3})
     assert _json(kazoo, "/brokers/topics/back")["adding_replicas"] == {}
     assert _listed(b3) == {}
+
+
+def test_an_isr_change_checked_against_removed_replicas_is_refused(
+        zk_broker_factory: Factory, kazoo: KazooClient) -> None:
+    """The controller completes a reassignment in one multi-op (the state and the
+    topic's replicas), but a broker's watches may bring the new state first: a leader's
+    ISR change checked meanwhile against the old replicas must not take back a replica
+    the reassignment just removed."""
+    b1, b2 = _cluster(zk_broker_factory, 1, 2)
+    _create(b1, "shrunk", {0: (1, 2)})
+    _wait(lambda: partition(b1, "shrunk").isr == (1, 2), "the ISR")
+    path = "/brokers/topics/shrunk/partitions/0/state"
+    # Broker 2 stalls, registered but not fetching, so leader 1 cannot add it itself.
+    with _stalled(b2):
+        # A reassignment to (1,) completes: the state, with 2 out of the ISR, arrives...
+        data, stat = kazoo.get(path)
+        state = json.loads(data)
+        state.update(leader_epoch=state["leader_epoch"] + 1, isr=[1])
+        kazoo.set(path, json.dumps(state).encode(), version=stat.version)
+        p = _wait(lambda: (p := partition(b1, "shrunk")).isr == (1,) and p, "the new state")
+        assert p.replicas == (1, 2)
+
+        async def isr_change_before_the_replicas_arrive() -> PartitionState:
+            # ... then the topic's replicas, written while broker 1's loop is busy here,
+            # so its image still has the old ones when the leader asks for 2 back.
+            topic = _json(kazoo, "/brokers/topics/shrunk")
+            kazoo.set("/brokers/topics/shrunk",
+                      json.dumps({**topic, "partitions": {"0": [1]}}).encode())
+            return await backend(b1).alter_partition("shrunk", 0, (1, 2), p.leader_epoch,
+                                                     p.partition_epoch)
+
+        with pytest.raises(KafkaError) as refused:
+            b1.call(isr_change_before_the_replicas_arrive())
+        assert refused.value.error_code == ErrorCode.invalid_update_version
+    assert _json(kazoo, path)["isr"] == [1]
+    _wait(lambda: partition(b1, "shrunk").replicas == (1,), "the new replicas")
 
 
 def test_elections_and_reassignments_keep_kafkas_errors_on_one_broker(
