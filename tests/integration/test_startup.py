@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.cluster import NewTopic
 from kernel.testing.embedded import EmbeddedBroker
 from tests.plugins.failing_plugin import CRASHES, CRASHES_LATER
 from tests.plugins.failing_plugin import NAME as FAILING
@@ -269,3 +270,22 @@ def test_serve_raises_the_open_files_limit(tmp_path: Path) -> None:
     assert proc.returncode == 0
     raised = [ln for ln in [*seen, *rest.splitlines()] if "raised the open files limit" in ln]
     assert len(raised) == 1 and "was=256" in raised[0], "".join(seen) + rest
+
+
+def test_an_image_delivered_while_the_broker_stops_is_not_followed() -> None:
+    """The metadata backend stops after the log manager (its session is the broker's
+    registration), so it may still deliver an image then; one naming a partition new
+    to this broker must not open a log on the closed log manager."""
+    b = EmbeddedBroker().start()
+    try:
+        assert b.broker is not None
+        backend = b.broker.metadata
+        without = backend.image
+        b.call(backend.create_topics([NewTopic("late", 1, 1, {})]))
+        with_late = backend.image
+        b.call(backend.delete_topics(["late"]))
+        assert b.broker.replicas.get_partition("late", 0) is None
+    finally:
+        b.stop()
+    b.broker._on_image(without, with_late)  # as the backend would deliver it
+    assert b.broker.replicas.get_partition("late", 0) is None
