@@ -154,6 +154,7 @@ class Broker:
         self._starting = False  # start() was called: stop() has something to undo
         self._plugins_starting = False
         self._started = False
+        self._stopping = False  # stop() began: images are no longer followed
 
     def _validate_plugin_tables(self) -> dict[str, Any]:
         schemas = self.plugins.config_schemas()
@@ -299,6 +300,10 @@ class Broker:
         if self._stopped.is_set() or not self._starting:
             self._stopped.set()
             return
+        # The metadata backend stops last (it ends the registration), so its images can
+        # come while the replicas and logs stop: they are no longer followed, as Kafka's
+        # BrokerServer shuts its metadata listener down first.
+        self._stopping = True
         for listener in self.listeners:
             await listener.stop_accepting()
         # Plugins first: they answer the requests they parked (e.g. a JoinGroup gets
@@ -408,6 +413,8 @@ class Broker:
 
     def _on_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
         """Follow the cluster image: dynamic broker configs, then partition roles."""
+        if self._stopping:
+            return
         dynamic = self._dynamic_configs(new)
         if old is None or dynamic != self._dynamic_configs(old):
             self.config = self._apply_dynamic(dynamic)

@@ -325,6 +325,12 @@ class Listener:
         )
 
     async def stop_accepting(self) -> None:
+        # Unregister the listening sockets before cancelling: a connection that arrives
+        # as the accept is cancelled would otherwise be accepted into the cancelled
+        # future, and asyncio's _sock_accept raises InvalidStateError on the loop.
+        loop = asyncio.get_running_loop()
+        for sock in self._sockets:
+            loop.remove_reader(sock)
         for task in (*self._acceptors, *self._handshakes):
             task.cancel()
         await asyncio.gather(*self._acceptors, *self._handshakes, return_exceptions=True)

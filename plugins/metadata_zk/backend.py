@@ -877,7 +877,11 @@ class ZkMetadataBackend:
         """The leader's ISR change: the state znode rewritten at the version the leader
         read (ZooKeeper's version is Kafka's partition epoch in ZooKeeper mode), with an
         /isr_change_notification for the controller, as Kafka's leaders did before
-        AlterPartition."""
+        AlterPartition. The write also checks the topic znode's version the replicas
+        were checked against: the controller completes a reassignment by writing the
+        state and the topic in one multi-op, but the watches may bring the new state
+        first, and an ISR checked against the old replicas could take back a replica
+        just removed."""
         isr = tuple(isr)
         current = self._image.partition(topic, partition)
         cached = self._cache.topics.get(topic)
@@ -910,21 +914,28 @@ class ZkMetadataBackend:
             return current
         new = LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
 
+        topic_version = cached.version if cached is not None else -1
+
         def write() -> int:
             t = self._zk.kazoo.transaction()
+            t.check(topic_path(topic), topic_version)
             t.set_data(partition_state_path(topic, partition), encode_partition_state(new),
                        version=partition_epoch)
             t.create(f"{ISR_CHANGES}/{ISR_CHANGE_PREFIX}", encode_isr_change([(topic, partition)]),
                      sequence=True)
             results = t.commit()
-            if isinstance(results[0], BadVersionError):
+            if isinstance(results[0], BadVersionError | NoNodeError):
+                raise KafkaError(ErrorCode.invalid_update_version,
+                                 f"The replicas of {where} changed since {list(current.replicas)}"
+                                 "; this broker has not seen them yet.")
+            if isinstance(results[1], BadVersionError):
                 raise KafkaError(ErrorCode.invalid_update_version,
                                  f"Partition epoch {partition_epoch} of {where} is not the "
                                  "current one.")
             errors = [r for r in results if isinstance(r, Exception)]
             if errors:
                 raise errors[0]
-            return int(results[0].version)
+            return int(results[1].version)
 
         version = await self._write(write)
         await self._until(lambda: (p := self._image.partition(topic, partition)) is None

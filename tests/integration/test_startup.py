@@ -11,11 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from kernel.cluster import NewTopic
 from kernel.testing.embedded import EmbeddedBroker
 from tests.plugins.failing_plugin import CRASHES, CRASHES_LATER
 from tests.plugins.failing_plugin import NAME as FAILING
@@ -269,3 +271,51 @@ def test_serve_raises_the_open_files_limit(tmp_path: Path) -> None:
     assert proc.returncode == 0
     raised = [ln for ln in [*seen, *rest.splitlines()] if "raised the open files limit" in ln]
     assert len(raised) == 1 and "was=256" in raised[0], "".join(seen) + rest
+
+
+def test_an_image_delivered_while_the_broker_stops_is_not_followed() -> None:
+    """The metadata backend stops after the log manager (its session is the broker's
+    registration), so it may still deliver an image then; one naming a partition new
+    to this broker must not open a log on the closed log manager."""
+    b = EmbeddedBroker().start()
+    try:
+        assert b.broker is not None
+        backend = b.broker.metadata
+        without = backend.image
+        b.call(backend.create_topics([NewTopic("late", 1, 1, {})]))
+        with_late = backend.image
+        b.call(backend.delete_topics(["late"]))
+        assert b.broker.replicas.get_partition("late", 0) is None
+    finally:
+        b.stop()
+    b.broker._on_image(without, with_late)  # as the backend would deliver it
+    assert b.broker.replicas.get_partition("late", 0) is None
+
+
+def test_a_connection_arriving_as_the_broker_stops_accepting_is_no_loop_error() -> None:
+    """The stop's first step cancels the accept in the loop iteration where the
+    listening socket turned readable: the accept must not complete into the cancelled
+    future (an "unhandled error on the event loop" before)."""
+    b = EmbeddedBroker().start()
+    assert b.broker is not None and b._loop is not None
+    broker, loop = b.broker, b._loop
+    host, port = b.bootstrap.split(":")
+    clients: list[socket.socket] = []
+    ready = threading.Event()
+
+    def connect_then_stop() -> None:
+        # On the loop's thread, so the loop sees neither until the next iteration: the
+        # stop's first step is queued ahead of the accept the connection wakes.
+        clients.append(socket.create_connection((host, int(port)), timeout=10))
+        loop.create_task(broker.stop())
+        ready.set()
+
+    loop.call_soon_threadsafe(connect_then_stop)
+    assert ready.wait(30)
+    try:
+        b.call(broker.wait_stopped())
+        b.stop()
+    finally:
+        for client in clients:
+            client.close()
+    assert b.logged_errors == []

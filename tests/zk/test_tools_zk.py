@@ -1,6 +1,6 @@
 """Kafka 4.3's kafka-reassign-partitions and kafka-leader-election against brokers on
-metadata_zk. Replication is not needed: where a new replica would catch up, the test
-adds it to the ISR as its leader would (``alter_partition``)."""
+metadata_zk, which replicate: a new replica joins the ISR by catching up, and a
+reassignment stays in progress while its new replica's broker is stopped."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from tests.zk.test_controller_zk import (
     _alter,
     _cluster,
     _create,
-    _set_isr,
+    _fill,
+    _log_end,
+    _stalled,
     _wait,
     backend,
     partition,
@@ -37,14 +39,20 @@ def test_kafka_reassign_partitions_and_kafka_leader_election(
     for topic in ("moved", "led", "kept"):
         _create(b1, topic, {0: (1, 2)})
     _wait(lambda: all("kept" in backend(b).image.topics for b in (b2, b3)), "the topics")
+    end = _fill(b1, "moved")
+    _fill(b1, "kept")
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "moved", "partition": 0, "replicas": [2, 3]},
         {"topic": "led", "partition": 0, "replicas": [2, 1]}]}))
     reassign = ("--bootstrap-server", b2.bootstrap)
     # Started over the wire: the tool's --execute needs DescribeLogDirs (see below).
-    assert _alter(b2, {("moved", 0): [2, 3], ("led", 0): [2, 1], ("kept", 0): [3, 1]}) == \
-        dict.fromkeys([("moved", 0), ("led", 0), ("kept", 0)], ErrorCode.none)
+    # Broker 3, the new replica, cannot catch up: the leader (1) is stalled meanwhile,
+    # and broker 3 stops before it resumes (the clients never meet a stalled broker).
+    with _stalled(b1):
+        assert _alter(b2, {("moved", 0): [2, 3], ("led", 0): [2, 1], ("kept", 0): [3, 1]}) \
+            == dict.fromkeys([("moved", 0), ("led", 0), ("kept", 0)], ErrorCode.none)
+        b3.stop(remove_data=False)
     assert _json_partitions(kazoo, "moved") == {"0": [2, 3, 1]}
     out = ok(tools.run(tools.REASSIGN_PARTITIONS_COMMAND, *reassign, "--list"))
     assert "moved-0: replicas: 2,3,1. adding: 3. removing: 1." in out, out
@@ -63,13 +71,15 @@ def test_kafka_reassign_partitions_and_kafka_leader_election(
     assert "Reassignment of partition moved-0 is still in progress." in out, out
     assert "Reassignment of partition led-0 is completed." in out, out
 
-    _set_isr(b1, "moved", (1, 2, 3))  # broker 3 caught up
-    _wait(lambda: not partition(b3, "moved").reassigning, "the reassignment to complete")
+    b3.start()  # broker 3 comes back, catches up, and leader 1 adds it to the ISR
+    _wait(lambda: not (p := partition(b3, "moved")).reassigning and p.replicas == (2, 3),
+          "the reassignment to complete")
     out = ok(tools.run(tools.REASSIGN_PARTITIONS_COMMAND, *reassign,
                        "--reassignment-json-file", str(plan), "--verify",
                        "--preserve-throttles"))
     assert "Reassignment of partition moved-0 is completed." in out, out
     assert (partition(b3, "moved").replicas, partition(b3, "moved").leader) == ((2, 3), 2)
+    _wait(lambda: _log_end(b3, "moved") == end, "broker 3 to hold the records")
 
     # led-0: replicas (2, 1) now, led by 1: its preferred leader is 2.
     assert (partition(b1, "led").replicas, partition(b1, "led").leader) == ((2, 1), 1)
@@ -77,7 +87,7 @@ def test_kafka_reassign_partitions_and_kafka_leader_election(
     out = ok(tools.run(tools.LEADER_ELECTION_COMMAND, *elect, "--topic", "led",
                        "--partition", "0"))
     assert "Successfully completed leader election (PREFERRED) for partitions led-0" in out
-    assert partition(b3, "led").leader == 2
+    _wait(lambda: partition(b3, "led").leader == 2, "broker 3 to see the new leader")
     out = ok(tools.run(tools.LEADER_ELECTION_COMMAND, *elect, "--topic", "led",
                        "--partition", "0"))
     assert "Valid replica already elected for partitions led-0" in out, out
