@@ -40,7 +40,7 @@ async def create_internal_topic(metadata: MetadataBackend, log: Any, name: str,
     if replication_factor < wanted:
         # Kafka refuses until enough brokers are up; this cap lets one broker serve
         # groups, and the operator should hear that a cluster got less than asked.
-        log.warning("created an internal topic with fewer replicas than configured: not "
+        log.info("created an internal topic with fewer replicas than configured: not "
                     "enough brokers were registered", topic=name, partitions=partitions,
                     replication_factor=replication_factor, configured=wanted)
         return replication_factor

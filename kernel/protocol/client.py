@@ -95,7 +95,10 @@ class BrokerConnection:
     async def request(self, body: Any) -> Any:
         """Send ``body`` and return the response body; raises BrokerConnectionError."""
         try:
-            return await asyncio.wait_for(self._exchange(body), self._timeout_s)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+            # that arrives as the answer does, and a stopping fetcher would go on.
+            async with asyncio.timeout(self._timeout_s):
+                return await self._exchange(body)
         except BrokerConnectionError:
             self.close()
             raise

@@ -89,6 +89,7 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self._endpoint: BrokerEndpoint | None = None
         self._failing = False  # log a lost leader once per outage, not once per retry
+        self._stopped = False
         self._task = asyncio.ensure_future(self._run())
 
     def add(self, state: PartitionFetchState) -> None:
@@ -99,8 +100,10 @@ class ReplicaFetcher:
         self.partitions.pop(key, None)
 
     async def shutdown(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        self._stopped = True
+        while not self._task.done():
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=1.0)
         if self._connection is not None:
             self._connection.close()
 
@@ -108,15 +111,18 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         log = self.manager.log.bind(leader=self.source_broker_id)
-        while True:
+        while not self._stopped:
             now = time.monotonic()
             ready = [s for s in self.partitions.values() if s.delayed_until <= now]
             if not ready:
                 self._wake.clear()
                 wait = min((s.delayed_until for s in self.partitions.values()),
                            default=now + 60) - now
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the
+                # cancellation that shutdown sends when the event fires at that moment.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), max(wait, 0.001))
+                    async with asyncio.timeout(max(wait, 0.001)):
+                        await self._wake.wait()
                 continue
             try:
                 await self._fetch_once(ready)

@@ -10,6 +10,7 @@ is only ever touched on the loop.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import logging
@@ -24,6 +25,9 @@ from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 T = TypeVar("T")
+# kazoo's stop joins its callback thread first; a watch callback blocked on a reply the
+# connection will never bring (it is reconnecting) would hold the broker's stop for ever.
+CLOSE_TIMEOUT_S = 10.0
 
 __all__ = ["KazooState", "WatchHandle", "ZkClient", "ZkUnreachable", "ZnodeStat"]
 
@@ -116,7 +120,16 @@ class ZkClient:
         self._closing = True
         if self._kazoo is not None:
             client, self._kazoo = self._kazoo, None
-            await self.call(functools.partial(_close, client))
+            closing = asyncio.get_running_loop().run_in_executor(
+                self._executor, functools.partial(_close, client))
+            try:
+                await asyncio.wait_for(asyncio.shield(closing), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                # Its threads are daemons: left blocked, they end with the process, which
+                # must not wait for them at exit either (kazoo registers that wait).
+                atexit.unregister(client.handler.stop)
+                self._log.warning("ZooKeeper client did not close in time; left behind",
+                                  seconds=CLOSE_TIMEOUT_S)
         self._executor.shutdown(wait=False)
 
     # -- calls --------------------------------------------------------------------
