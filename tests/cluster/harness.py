@@ -13,10 +13,11 @@ ZooKeeper's own restart.
 Nothing here depends on pytest, so bench/ scripts use it too (bench/replication.py,
 bench/fault_soak.py); tests/cluster/conftest.py wraps it in fixtures.
 
-Before any broker starts, ``__consumer_offsets`` is written into ZooKeeper with its
-replicas on every broker (up to the replication factor), as an operator would create
-it: Kafkernel's coordinator creates it at start-up with the replication factor capped
-at the brokers registered at that moment, which for the first broker of a cluster is 1.
+Before any broker starts, ``__consumer_offsets`` and ``__transaction_state`` are
+written into ZooKeeper with their replicas on every broker (up to the replication
+factor), as an operator would create them: Kafkernel's coordinators create them with the
+replication factor capped at the brokers registered at that moment, which for the first
+broker of a cluster is 1.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ STARTUP_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 POLL = 0.1
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_STATE_TOPIC = "__transaction_state"
 NO_LEADER = -1
 
 T = TypeVar("T")
@@ -487,13 +489,22 @@ def broker_config(broker_id: int, port: int, data_dir: Path, zk_connect: str, *,
     return "\n".join(lines) + "\n"
 
 
-def _precreate_offsets_topic(zk_connect: str, broker_ids: Sequence[int], partitions: int,
-                             replication_factor: int) -> None:
-    """__consumer_offsets in Kafka's znodes (assignment and config; the controller
-    writes each partition's state once a replica is live), replicas spread as Kafka
-    spreads them."""
+def _precreate_internal_topics(zk_connect: str, broker_ids: Sequence[int],
+                               partitions: int, replication_factor: int) -> None:
+    """__consumer_offsets and __transaction_state in Kafka's znodes (assignment and
+    config, the configs Kafka gives them; the controller writes each partition's state
+    once a replica is live), replicas spread as Kafka spreads them."""
     from kernel.cluster import assign_replicas
 
+    segment_bytes = "104857600"
+    configs = {
+        OFFSETS_TOPIC: {"cleanup.policy": "compact", "compression.type": "producer",
+                        "segment.bytes": segment_bytes},
+        TXN_STATE_TOPIC: {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                          "unclean.leader.election.enable": "false",
+                          "min.insync.replicas": str(min(2, replication_factor)),
+                          "segment.bytes": segment_bytes},
+    }
     client = KazooClient(hosts=zk_connect, timeout=10.0)
     client.start(timeout=30)
     try:
@@ -502,11 +513,10 @@ def _precreate_offsets_topic(zk_connect: str, broker_ids: Sequence[int], partiti
                                     replica_shift=0)
         client.ensure_path(znodes.TOPICS)
         client.ensure_path("/config/topics")
-        client.create(znodes.config_path("topics", OFFSETS_TOPIC), znodes.encode_config(
-            {"cleanup.policy": "compact", "compression.type": "producer",
-             "segment.bytes": "104857600"}))
-        client.create(znodes.topic_path(OFFSETS_TOPIC), znodes.encode_topic(
-            uuid.uuid4(), dict(enumerate(placement))))
+        for topic, config in configs.items():
+            client.create(znodes.config_path("topics", topic), znodes.encode_config(config))
+            client.create(znodes.topic_path(topic), znodes.encode_topic(
+                uuid.uuid4(), dict(enumerate(placement))))
     finally:
         client.stop()
         client.close()
@@ -541,8 +551,8 @@ def start_cluster(
         root.stop()
         root.close()
         ids = list(range(1, brokers + 1))
-        _precreate_offsets_topic(cluster.zk_connect, ids, offsets_partitions,
-                                 min(3, brokers))
+        _precreate_internal_topics(cluster.zk_connect, ids, offsets_partitions,
+                                   min(3, brokers))
         ports = [zookeeper_launcher.free_port() for _ in ids]
         for broker_id, port in zip(ids, ports, strict=True):
             bdir = work / f"broker-{broker_id}"

@@ -3,18 +3,30 @@ serve`` processes: an acks=all idempotent producer writes while the leader is ki
 (kill -9) and restarted, or paused past its ZooKeeper session and resumed, or while
 ZooKeeper itself restarts; afterwards every acknowledged record is read exactly once.
 Consumer groups go on from their committed offsets after the coordinator's broker
-dies. Each test starts its own brokers (tests/cluster/harness.py)."""
+dies, and a transactional producer commits across the death of its transaction
+coordinator's broker. Each test starts its own brokers (tests/cluster/harness.py)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from tests.cluster import harness
-from tests.cluster.load import LoadProducer, read_all, verify
+from tests.cluster.load import PRODUCER_SETTINGS, LoadProducer, read_all, verify
+from tests.integration.wire import request
 
 pytestmark = pytest.mark.slow
 
@@ -248,3 +260,184 @@ def test_group_continues_from_committed_offsets_after_its_coordinator_dies(
         assert offsets == list(range(200, 300))
     finally:
         second.close()
+
+
+# -- transactions across the death of the transaction coordinator's broker -------------
+
+TXN_RECORDS = 60
+# One partition led by each broker: a transaction's markers go to partitions the
+# coordinator leads and to partitions other brokers lead, before and after the failover.
+TXN_PARTITIONS = 3
+# From the kill: the ZooKeeper session, an election of __transaction_state's partition,
+# the new leader loading it, and librdkafka finding the new coordinator.
+TXN_FAILOVER_S = 90.0
+
+
+def _txn_coordinator(cluster: harness.Cluster, transactional_id: str,
+                     timeout: float = 30.0) -> int:
+    """FindCoordinator key type 1 (confluent-kafka's AdminClient has no
+    describe_transactions), asked of each live broker until one answers."""
+    def ask() -> int | None:
+        for b in cluster.brokers.values():
+            if not b.alive:
+                continue
+            try:
+                answer = request(b.bootstrap, FindCoordinatorRequest(
+                    key_type=1, coordinator_keys=(transactional_id,)))
+            except OSError:
+                continue
+            (found,) = answer.coordinators
+            if found.error_code == ErrorCode.none:
+                return int(found.node_id)
+        return None
+
+    return harness.wait_until(ask, f"the transaction coordinator of {transactional_id}",
+                              timeout, interval=0.5)
+
+
+def _retrying(what: str, call: Callable[[float], None], deadline: float) -> None:
+    """``call(timeout)`` again on a retriable error, as confluent-kafka documents for
+    commit_transaction and abort_transaction; an abortable or fatal error is raised."""
+    seen: list[str] = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"{what} did not succeed in time; retriable errors: "
+                                 f"{seen[-3:]}")
+        try:
+            call(remaining)
+            return
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if not error.retriable() or error.fatal() or error.txn_requires_abort():
+                raise
+            seen.append(f"{error.name()}: {error.str()}")
+
+
+def _transaction(producer: Producer, topic: str, values: Callable[[int], list[bytes]],
+                 timeout: float, aborted: list[bytes]) -> list[bytes]:
+    """Begin, produce ``values(attempt)``, commit; an abortable error aborts the attempt
+    (its values go to ``aborted``) and redoes it with the next attempt's values, so a
+    read_committed consumer can tell them apart. Returns the committed values."""
+    deadline = time.monotonic() + timeout
+    attempt = 0
+    while True:
+        batch = values(attempt)
+        try:
+            producer.begin_transaction()
+            for i, v in enumerate(batch):
+                producer.produce(topic, v, partition=i % TXN_PARTITIONS)
+            _retrying("commit_transaction", producer.commit_transaction, deadline)
+            return batch
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.fatal() or not error.txn_requires_abort():
+                raise
+            aborted += batch
+            _retrying("abort_transaction", producer.abort_transaction, deadline)
+            attempt += 1
+
+
+def _read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
+    """The topic's records as read_committed reads them, up to each partition's high
+    watermark: a partition's end is reached once its last stable offset is there, every
+    transaction ended and its marker written."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-verify",
+                         "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 100})
+    deadline = time.monotonic() + timeout
+    values: list[bytes] = []
+    ended: set[int] = set()
+    stable_at: dict[int, int] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in range(TXN_PARTITIONS)])
+        while len(ended) < TXN_PARTITIONS:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"read_committed did not reach the high watermark of {topic}'s "
+                    f"partitions {sorted(set(range(TXN_PARTITIONS)) - ended)} within "
+                    f"{timeout:.0f} s (last stable offsets {stable_at}, {len(values)} "
+                    "records read): a transaction's marker is missing there")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is None:
+                values.append(msg.value() or b"")
+            elif error.code() == KafkaError._PARTITION_EOF:
+                p = msg.partition()
+                stable_at[p] = msg.offset()
+                high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                if msg.offset() >= high:
+                    ended.add(p)
+            elif not error.retriable():
+                raise KafkaException(error)
+    finally:
+        consumer.close()
+    return values
+
+
+def test_transaction_commits_after_its_coordinator_dies(cluster: harness.Cluster) -> None:
+    topic, txn_id = "txn-events", "txn-survivor"
+    _replicated_topic(cluster, topic, TXN_PARTITIONS)
+    settings = {"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
+                "linger.ms": 5, "transaction.timeout.ms": 120_000,
+                **{k: v for k, v in PRODUCER_SETTINGS.items()
+                   if k not in ("acks", "enable.idempotence")}}
+    aborted: list[bytes] = []
+    committed: list[bytes] = []
+
+    def batch(name: str) -> Callable[[int], list[bytes]]:
+        return lambda attempt: [f"{name}-a{attempt}-{i}".encode() for i in range(TXN_RECORDS)]
+
+    producer = Producer(settings)
+    producer.init_transactions(30)
+    committed += _transaction(producer, topic, batch("first"), 30, aborted)
+    # Its markers are written (to every partition, whichever broker leads it).
+    assert sorted(_read_committed(cluster.bootstrap, topic, 30)) == sorted(committed)
+    coordinator = _txn_coordinator(cluster, txn_id)
+    for p in cluster.replicas(harness.TXN_STATE_TOPIC):
+        cluster.wait_isr(harness.TXN_STATE_TOPIC, p, BROKERS)
+
+    # The second transaction's records are written (acks=all) and its partition added
+    # on the coordinator; then the coordinator's broker dies before the commit.
+    producer.begin_transaction()
+    second = batch("second")(0)
+    for i, v in enumerate(second):
+        producer.produce(topic, v, partition=i % TXN_PARTITIONS)
+    assert producer.flush(ACKS_WITHIN_S) == 0, "the second transaction's records unacked"
+    cluster.broker(coordinator).kill()
+    try:
+        _retrying("commit_transaction", producer.commit_transaction,
+                  time.monotonic() + TXN_FAILOVER_S)
+        committed += second
+    except KafkaException as e:
+        error: KafkaError = e.args[0]
+        if error.fatal() or not error.txn_requires_abort():
+            raise
+        aborted += second
+        _retrying("abort_transaction", producer.abort_transaction,
+                  time.monotonic() + TXN_FAILOVER_S)
+        committed += _transaction(producer, topic, lambda a: batch("second")(a + 1),
+                                  TXN_FAILOVER_S, aborted)
+    moved = _txn_coordinator(cluster, txn_id)
+    assert moved != coordinator
+
+    # The transactional id works again: the same producer, and a new one that fences it.
+    committed += _transaction(producer, topic, batch("third"), 30, aborted)
+    producer.flush(5)
+    del producer
+    successor = Producer(settings)
+    successor.init_transactions(30)
+    committed += _transaction(successor, topic, batch("fourth"), 30, aborted)
+    del successor
+
+    got = _read_committed(cluster.bootstrap, topic)
+    read_aborted = sorted(set(got) & set(aborted))
+    assert not read_aborted, f"read_committed read aborted records: {read_aborted[:5]}"
+    assert sorted(got) == sorted(committed), (
+        f"read_committed read {len(got)} records, {len(committed)} committed "
+        f"({len(aborted)} aborted); missing {sorted(set(committed) - set(got))[:5]}, "
+        f"unexpected {sorted(set(got) - set(committed))[:5]}")
