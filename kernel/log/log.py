@@ -710,6 +710,11 @@ class Log:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
         local = self._local
         if offset >= local.log_end_offset:
+            # As Kafka: the epoch cache is truncated all the same. A broker that became
+            # leader and appended nothing before losing leadership holds an epoch
+            # starting at its log end that the new leader never had; left in place, the
+            # follower would name it as its last epoch and be told to truncate for ever.
+            self._epochs.truncate_from_end(local.log_end_offset)
             return False
         if offset < local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

@@ -268,6 +268,20 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert log.log_end_offset == 0 and log.read(0, 100).records == b""
 
 
+def test_truncating_to_the_log_end_drops_an_epoch_that_has_no_records(
+        tmp_path: Path) -> None:
+    """A leader that appended nothing in its epoch before losing leadership: the new
+    leader never had that epoch, so a follower truncation to the log end must drop it,
+    else the follower names it as its last fetched epoch and diverges for ever."""
+    log = filled(tmp_path)
+    end = log.log_end_offset
+    log.assign_epoch_start_offset(7, end)
+    assert log.latest_epoch == 7
+    assert not log.truncate_to(end)  # nothing to remove from the log itself
+    assert log.latest_epoch == 0
+    assert log.end_offset_for_epoch(0) == (0, end)
+
+
 def test_follower_appends(tmp_path: Path) -> None:
     leader = filled(tmp_path, segment_bytes=100_000)
     follower = open_log(tmp_path, name="follower-0")
