@@ -241,10 +241,17 @@ class ReplicaFetcher:
             offset = min(follower_end, log.log_end_offset)
         else:
             offset = min(leader_end_offset, follower_end)
+        before = (log.log_end_offset, log.latest_epoch)
         self.manager.log.info("truncating divergent log", partition=str(p), to=offset,
                               log_end_offset=log.log_end_offset, leader_epoch=leader_epoch)
         p.truncate_to(offset)
         state.fetch_offset = log.log_end_offset
+        if (log.log_end_offset, log.latest_epoch) == before:
+            # Nothing changed, so the next fetch would diverge the same way: never spin.
+            self.manager.log.warning("divergent log truncation made no progress",
+                                     partition=str(p), log_end_offset=log.log_end_offset,
+                                     latest_epoch=log.latest_epoch, leader_epoch=leader_epoch)
+            state.delay(self.manager.config.replica_fetch_backoff_ms / 1000)
 
     async def _handle_out_of_range(self, connection: BrokerConnection,
                                    state: PartitionFetchState) -> None:
