@@ -343,10 +343,8 @@ class Broker:
                 tls = inter_broker_client_tls(self._static_config, listener)
             except ConfigError as e:
                 raise StartupError(f"{self.loaded.source}: {e}") from None
-        image = lambda: backend.image  # noqa: E731  (the image changes; read it each time)
-
         def endpoint_of(broker_id: int) -> BrokerEndpoint | None:
-            registration = image().brokers.get(broker_id)
+            registration = backend.image.brokers.get(broker_id)
             return registration.endpoint(listener) if registration is not None else None
 
         self.fetchers = ReplicaFetcherManager(

@@ -94,7 +94,6 @@ class ReplicaManager:
         self._follower = follower
         self._alter_partition = alter_partition
         for partition in self.partitions.values():
-            partition.set_alter_isr(self._request_isr_change)
             if partition.state is not None and not partition.is_leader:
                 self._follow(partition, partition.state)
 
@@ -155,8 +154,7 @@ class ReplicaManager:
     def _create_partition(self, topic: TopicImage, index: int) -> Partition:
         log = self.logs.get_or_create_log(topic.name, index, topic.configs)
         partition = Partition(topic.name, index, topic.topic_id, log, self.broker_id,
-                              self._on_high_watermark,
-                              self._request_isr_change if self._alter_partition else None)
+                              self._on_high_watermark, self._request_isr_change)
         # As Kafka: the high watermark the last run checkpointed, so a restarted leader
         # does not hide committed records until its followers report again.
         partition.high_watermark = self.logs.saved_high_watermark(topic.name, index)
@@ -253,8 +251,8 @@ class ReplicaManager:
         """A leader's proposed ISR goes to the controller; the image brings the answer."""
         alter = self._alter_partition
         state = partition.state
-        if alter is None or state is None:
-            partition.alter_isr_failed(isr)
+        if alter is None or state is None:  # replication not started, or stopping
+            partition.alter_isr_answered(isr)
             return
         self._log.info("proposing ISR", topic=partition.topic, partition=partition.partition,
                        isr=list(isr), was=list(state.isr))
@@ -269,8 +267,7 @@ class ReplicaManager:
                 self._log.info("ISR change not made", topic=partition.topic,
                                partition=partition.partition, isr=list(isr),
                                error=str(e) or type(e).__name__)
-            # Answered either way: the image has (or will have) the ISR that holds.
-            partition.alter_isr_failed(isr)
+            partition.alter_isr_answered(isr)
 
         task = asyncio.ensure_future(send())
         self._isr_tasks.add(task)

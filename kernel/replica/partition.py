@@ -110,9 +110,6 @@ class Partition:
 
     # -- role changes (driven by the cluster image) ---------------------------
 
-    def set_alter_isr(self, alter_isr: AlterIsr | None) -> None:
-        self._alter_isr = alter_isr
-
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         """The ISR the high watermark waits for: with a change in flight, the union of
@@ -229,9 +226,9 @@ class Partition:
         self.pending_isr = isr
         self._alter_isr(self, isr)
 
-    def alter_isr_failed(self, proposed: tuple[int, ...]) -> None:
-        """The controller refused (or never answered) ``proposed``: a later fetch or
-        check may propose again; a newer image may already have moved on."""
+    def alter_isr_answered(self, proposed: tuple[int, ...]) -> None:
+        """The controller answered ``proposed`` (made, refused or unreachable): the
+        image holds the ISR in force, and a later fetch or check may propose again."""
         if self.pending_isr == proposed:
             self.pending_isr = None
 
