@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import shutil
 import signal
 import socket
@@ -32,8 +31,8 @@ from pathlib import Path
 
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
-from kio.serial import entity_reader, entity_writer
 
+from kernel.protocol.client import decode_response, encode_request
 from reference.fetch import is_fetched, kafka_version, libs_dir
 
 # Kafka's heap, fixed (-Xms = -Xmx) so startup time and memory are comparable run to run.
@@ -162,14 +161,7 @@ class ReferenceKafka:
 
     def rss_bytes(self) -> int:
         """Resident memory of the JVM now (VmRSS), 0 once it has exited."""
-        try:
-            status = Path(f"/proc/{self.process.pid}/status").read_text()
-        except OSError:
-            return 0
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return _rss_bytes(self.process.pid)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
         """SIGTERM (Kafka's clean shutdown), SIGKILL after ``timeout``; the exit code."""
@@ -287,8 +279,8 @@ def metadata_brokers(bootstrap: str) -> int:
             frame = _recv_exactly(sock, struct.unpack(">i", head)[0])
     except (OSError, struct.error, EOFError):
         return 0
-    # correlation id (4 bytes), empty tagged fields of response header v1 (1 byte)
-    response, _ = entity_reader(MetadataResponse)(frame, 5)
+    _, response = decode_response(frame, MetadataResponse.__api_key__,
+                                  MetadataResponse.__version__)
     return len(response.brokers)
 
 
@@ -349,16 +341,7 @@ class ReferenceNode:
             self.process.wait(STOP_TIMEOUT)
 
     def rss_bytes(self) -> int:
-        if self.process is None:
-            return 0
-        try:
-            status = Path(f"/proc/{self.process.pid}/status").read_text()
-        except OSError:
-            return 0
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return 0 if self.process is None else _rss_bytes(self.process.pid)
 
 
 @dataclass
@@ -521,17 +504,22 @@ def answers_api_versions(bootstrap: str, *, tls: bool = False) -> bool:
     return len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == 0
 
 
+def _rss_bytes(pid: int) -> int:
+    """A process's resident memory now (VmRSS), 0 once it has exited."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def _metadata_request() -> bytes:
-    body = MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                           include_topic_authorized_operations=False)
-    header_cls = body.__header_schema__
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header_cls(
-        request_api_key=body.__api_key__, request_api_version=body.__version__,
-        correlation_id=1, client_id="reference-probe"))
-    entity_writer(MetadataRequest)(buf, body)
-    payload = buf.getvalue()
-    return struct.pack(">i", len(payload)) + payload
+    return encode_request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False),
+                          1, "reference-probe")
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
@@ -30,6 +30,7 @@ from kio.schema.types import TopicName
 
 from kernel.testing.embedded import EmbeddedBroker
 from kernel.testing.pki import CLIENT_SUBJECT, KEY_PASSWORD, Pki, make_pki
+from tests.integration.roundtrip import consume_values
 from tests.integration.wire import decode_response, encode_request, recv_frame
 from tests.plugins.session_plugins import MECHANISM, PRINCIPAL, SECRET, SecretGate
 from tests.plugins.tls_plugins import PrincipalRecorder
@@ -73,18 +74,7 @@ def _produce_and_consume_confluent(conf: dict[str, Any], topic: str, n: int = 20
     for i in range(n):
         producer.produce(topic, value=f"m{i}".encode())
     assert producer.flush(TIMEOUT_S) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while len(values) < n and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+    return consume_values({**conf, "group.id": f"g-{topic}"}, topic, n, TIMEOUT_S)
 
 
 def _client_context(pki: Pki, cert: str | None = None) -> ssl.SSLContext:

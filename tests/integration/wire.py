@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 from typing import Any
 
-from kio.index import load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kernel.protocol import client
+
+# The kernel's own request and response framing (what the replica fetchers send).
+decode_response = client.decode_response
 
 
 def encode_request(body: Any, correlation_id: int = 1, client_id: str = "wire-test") -> bytes:
-    header_cls = body.__header_schema__
-    fields = {"request_api_key": body.__api_key__, "request_api_version": body.__version__,
-              "correlation_id": correlation_id}
-    if "client_id" in header_cls.__dataclass_fields__:
-        fields["client_id"] = client_id
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header_cls(**fields))
-    entity_writer(type(body))(buf, body)
-    payload = buf.getvalue()
-    return struct.pack(">i", len(payload)) + payload
+    return client.encode_request(body, correlation_id, client_id)
 
 
 def recv_frame(sock: socket.socket) -> bytes | None:
@@ -41,17 +33,6 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
             return None
         data += chunk
     return data
-
-
-def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
-    """(correlation id, body); ApiVersions always has a v0 header."""
-    cls = load_response_schema(api_key, version)
-    (correlation_id,) = struct.unpack_from(">i", frame, 0)
-    offset = 4
-    if api_key != 18 and cls.__header_schema__.__version__ >= 1:
-        offset += 1  # empty tagged fields
-    body, _ = entity_reader(cls)(frame, offset)
-    return correlation_id, body
 
 
 def closed_by_broker(sock: socket.socket) -> bool:

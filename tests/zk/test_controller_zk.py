@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -36,6 +35,7 @@ from kernel.cluster import NewTopic as NewTopicSpec
 from kernel.protocol.errors import KafkaError
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import request
+from tests.zk import wait_until as _wait
 from tests.zk.test_replication_zk import _produce, _replica
 
 Factory = Callable[..., EmbeddedBroker]
@@ -49,16 +49,6 @@ RECORDS = 20
 
 def _json(kazoo: KazooClient, path: str) -> Any:
     return json.loads(kazoo.get(path)[0])
-
-
-def _wait(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _cluster(factory: Factory, *ids: int, racks: dict[int, str] | None = None,

@@ -32,6 +32,7 @@ from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.testing.embedded import EmbeddedBroker
 from plugins.metadata_zk.znodes import uuid_to_kafka
 from tests import zookeeper as zookeeper_launcher
+from tests.zk import wait_until as _wait
 
 BROKER_ID = 1  # EmbeddedBroker's default broker.id
 
@@ -39,16 +40,6 @@ BROKER_ID = 1  # EmbeddedBroker's default broker.id
 def _json(kazoo: KazooClient, path: str) -> Any:
     data, _ = kazoo.get(path)
     return json.loads(data)
-
-
-def _wait(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _create_topic(b: EmbeddedBroker, name: str, partitions: int = 1,

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -21,7 +21,9 @@ from kernel.protocol.errors import ErrorCode
 from kernel.protocol.records import SimpleRecord, build_batch, iter_batches
 from kernel.testing.embedded import EmbeddedBroker
 from plugins.metadata_zk.znodes import LeaderAndIsr, encode_partition_state, partition_state_path
+from tests.integration.roundtrip import consume_values
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
+from tests.zk import wait_until
 
 Factory = Callable[..., EmbeddedBroker]
 FAST = {"replica.lag.time.max.ms": 2000, "replica.fetch.wait.max.ms": 100,
@@ -36,13 +38,7 @@ def _cluster(zk_broker_factory: Factory, n: int = 3,
 
 
 def _wait(what: str, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, what, timeout)
 
 
 def _bootstrap(brokers: list[EmbeddedBroker]) -> str:
@@ -98,19 +94,8 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], acks: str = "all",
 
 
 def _consume_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(values) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+    return consume_values({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                           "enable.auto.commit": False}, topic, expected, 60)
 
 
 def _log_bytes(broker: EmbeddedBroker, topic: str) -> list[tuple[int, int, bytes]]:
