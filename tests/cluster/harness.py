@@ -45,7 +45,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kernel.config import BrokerConfig, schema_keys
 from plugins.metadata_zk import znodes
-from reference.kafka import answers_api_versions
+from reference.kafka import answers_api_versions, metadata_brokers
 from tests import zookeeper as zookeeper_launcher
 
 HOST = "127.0.0.1"
@@ -277,6 +277,7 @@ class Cluster:
         for b in starting:
             b.wait_answering(timeout)
         self.wait_registered([b.broker_id for b in starting], timeout)
+        self.wait_brokers_known(timeout)
 
     def restart(self, broker_id: int, timeout: float = STARTUP_TIMEOUT) -> float:
         """Start a killed broker again on its port and data; returns the seconds it took
@@ -290,6 +291,7 @@ class Cluster:
         b.launch()
         b.wait_answering(timeout)
         self.wait_registered([broker_id], timeout)
+        self.wait_brokers_known(timeout)
         return time.monotonic() - began
 
     def stop(self) -> None:
@@ -335,6 +337,15 @@ class Cluster:
         want = set(broker_ids)
         wait_until(lambda: want <= self.registered(),
                    f"brokers {sorted(want)} registered in ZooKeeper", timeout)
+
+    def wait_brokers_known(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Wait until every running broker's own Metadata names every running broker: a
+        registration reaches the others through a ZooKeeper watch, and until it has, a
+        CreateTopics they answer counts too few brokers (as Kafka's would)."""
+        running = [b for b in self.brokers.values() if b.alive and not b.paused]
+        wait_until(lambda: all(metadata_brokers(b.bootstrap) >= len(running)
+                               for b in running) or None,
+                   f"every broker's Metadata naming all {len(running)} brokers", timeout)
 
     def wait_unregistered(self, broker_id: int, timeout: float) -> float:
         """Seconds until the broker's ephemeral registration is gone."""
