@@ -37,11 +37,13 @@ from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
+from kernel.network.inter_broker import InterBrokerChannel
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
 from kernel.network.tls import TLS_PROTOCOLS, inter_broker_client_tls, server_tls
 from kernel.plugins import KERNEL_PLUGIN, PluginFacade
+from kernel.protocol.client import BrokerConnectionError
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.fetcher import ReplicaFetcherManager
 from kernel.replica.manager import ReplicaManager
@@ -50,6 +52,9 @@ from kernel.sasl import SaslError, SaslMechanisms
 from kernel.services import TxnMarker, TxnMarkerResult
 
 SHUTDOWN_GRACE_S = 5.0
+# A WriteTxnMarkers waits up to request.timeout.ms (30 s) for its markers' commit on the
+# leader: the other broker's answer is awaited a little longer than that.
+INTER_BROKER_REQUEST_TIMEOUT_S = write_txn_markers.MARKER_TIMEOUT_MS / 1000 + 5.0
 RECENT_ERRORS = 20
 
 
@@ -148,6 +153,7 @@ class Broker:
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
         )
         self.fetchers: ReplicaFetcherManager | None = None
+        self.inter_broker: InterBrokerChannel | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None
         self._stopped = asyncio.Event()
@@ -184,6 +190,12 @@ class Broker:
     async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> list[TxnMarkerResult]:
         """WriteTxnMarkers, called locally (``PluginServices.write_txn_markers``)."""
         return await write_txn_markers.write_markers(self, markers)
+
+    async def send_to_broker(self, broker_id: int, request: Any) -> Any:
+        """A request to another broker (``PluginServices.send_to_broker``)."""
+        if self.inter_broker is None:
+            raise BrokerConnectionError("this broker is not connected to the others yet")
+        return await self.inter_broker.send(broker_id, request)
 
     @property
     def metadata(self) -> MetadataBackend:
@@ -347,9 +359,12 @@ class Broker:
             registration = backend.image.brokers.get(broker_id)
             return registration.endpoint(listener) if registration is not None else None
 
+        self.inter_broker = InterBrokerChannel(
+            self.config.broker_id, listener, endpoint_of,
+            timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S, ssl_context=tls)
         self.fetchers = ReplicaFetcherManager(
-            self.config.broker_id, lambda: self.config, self.replicas, endpoint_of, listener,
-            self.log.bind(component="fetcher"), ssl_context=tls)
+            self.config.broker_id, lambda: self.config, self.replicas, self.inter_broker,
+            self.log.bind(component="fetcher"))
         self.replicas.start_replication(self.fetchers, backend.alter_partition)
         self._isr_expiration = asyncio.ensure_future(self._expire_isrs())
 
@@ -371,6 +386,9 @@ class Broker:
         if self.fetchers is not None:
             await self.fetchers.shutdown()
             self.fetchers = None
+        if self.inter_broker is not None:
+            self.inter_broker.close()
+            self.inter_broker = None
 
     def _error_logged(self, event: MutableMapping[str, Any]) -> None:
         self.recent_errors.append(" ".join(f"{k}={v}" for k, v in event.items()))

@@ -196,6 +196,14 @@ class PluginServices(BrokerServices, Protocol):
         """The validated ``[plugins.<name>]`` table of an enabled plugin."""
         ...
 
+    def send_to_broker(self, broker_id: int, request: Any) -> Awaitable[Any]:
+        """Send a kio request to another broker over the inter-broker listener and
+        return its response body (Kafka's inter-broker send threads): how a coordinator
+        reaches the leaders of partitions led elsewhere. Raises
+        ``kernel.protocol.client.BrokerConnectionError`` when that broker is not
+        registered, cannot be reached or does not answer in time."""
+        ...
+
     def write_txn_markers(self, markers: Sequence[TxnMarker]) -> Awaitable[list[TxnMarkerResult]]:
         """Write each marker to its partitions led here, as WriteTxnMarkers does (the
         transaction coordinator's path to the logs): a result per marker, in order, once

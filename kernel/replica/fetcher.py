@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -300,21 +299,31 @@ class ReplicaFetcher:
         return None
 
 
+class BrokerConnector(Protocol):
+    """How fetchers reach leaders (the server's InterBrokerChannel): the leader's
+    endpoint on the inter-broker listener, and a new connection to it."""
+
+    @property
+    def listener_name(self) -> str: ...
+
+    def endpoint_of(self, broker_id: int) -> BrokerEndpoint | None: ...
+
+    def connect(self, endpoint: BrokerEndpoint, *, client_id: str,
+                timeout_s: float) -> BrokerConnection: ...
+
+
 class ReplicaFetcherManager:
     """Which fetcher follows which partition: one fetcher per leader broker (Kafka's
     num.replica.fetchers = 1)."""
 
     def __init__(self, broker_id: int, config: Callable[[], BrokerConfig],
-                 appender: FollowerAppender,
-                 endpoint_of: Callable[[int], BrokerEndpoint | None], listener_name: str,
-                 logger: Any, ssl_context: ssl.SSLContext | None = None) -> None:
+                 appender: FollowerAppender, channel: BrokerConnector,
+                 logger: Any) -> None:
         self.broker_id = broker_id
         self._config = config
         self.appender = appender
-        self.endpoint_of = endpoint_of
-        self.listener_name = listener_name
+        self.channel = channel
         self.log = logger
-        self._ssl_context = ssl_context
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._source_of: dict[TopicPartition, int] = {}
         self._stopping: set[asyncio.Future[None]] = set()
@@ -323,21 +332,18 @@ class ReplicaFetcherManager:
     def config(self) -> BrokerConfig:
         return self._config()
 
+    @property
+    def listener_name(self) -> str:
+        return self.channel.listener_name
+
+    def endpoint_of(self, broker_id: int) -> BrokerEndpoint | None:
+        return self.channel.endpoint_of(broker_id)
+
     def connect(self, endpoint: BrokerEndpoint) -> BrokerConnection:
-        if endpoint.security_protocol.startswith("SASL_"):
-            raise BrokerConnectionError(
-                f"inter-broker listener {endpoint.listener_name} is {endpoint.security_protocol}"
-                ": followers fetch over PLAINTEXT or SSL only")
-        tls = self._ssl_context if endpoint.security_protocol == "SSL" else None
-        if endpoint.security_protocol == "SSL" and tls is None:
-            raise BrokerConnectionError(
-                f"inter-broker listener {endpoint.listener_name} is SSL and this broker has "
-                "no trust store for it (ssl.truststore.location)")
-        return BrokerConnection(
-            endpoint.host, endpoint.port, client_id=f"broker-{self.broker_id}-fetcher",
+        return self.channel.connect(
+            endpoint, client_id=f"broker-{self.broker_id}-fetcher",
             timeout_s=(self.config.replica_socket_timeout_ms
-                       + self.config.replica_fetch_wait_max_ms) / 1000,
-            ssl_context=tls)
+                       + self.config.replica_fetch_wait_max_ms) / 1000)
 
     def follow(self, partition: Partition, leader_id: int, leader_epoch: int) -> None:
         """Fetch ``partition`` from ``leader_id`` in ``leader_epoch``, from this log's end

@@ -1,9 +1,10 @@
 """The transaction coordinator of one broker (Kafka's ``TransactionCoordinator`` with its
 ``TransactionMarkerChannelManager``): the kernel's coordinator runtime over
 ``__transaction_state`` with one :class:`~plugins.txn.shard.TxnShard` per partition,
-the markers of ended transactions written through ``PluginServices.write_txn_markers``,
-and the periodic scans (timed-out transactions, expired transactional ids, transactions
-left prepared by an earlier leader).
+the markers of ended transactions written to each partition's leader
+(:mod:`plugins.txn.inter_broker`: here through ``PluginServices.write_txn_markers``,
+elsewhere with WriteTxnMarkers), and the periodic scans (timed-out transactions, expired
+transactional ids, transactions left prepared by an earlier leader).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kernel.coordination.internal_topic import create_internal_topic
 from kernel.coordination.registry import CoordinatorType
 from kernel.protocol.errors import KafkaError
 from kernel.services import TxnMarker
+from plugins.txn.inter_broker import NO_LEADER, ask_coordinator, write_markers
 from plugins.txn.metrics import TxnMetrics
 from plugins.txn.producer_ids import ProducerIdManager
 from plugins.txn.records import partition_for
@@ -227,8 +229,30 @@ class TransactionCoordinator:
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Sequence[tuple[str, int]], *,
                      add: bool = False) -> dict[tuple[str, int], ErrorCode]:
-        """Kafka's handleVerifyPartitionsInTransaction: a read of the shard, no write;
-        with ``add``, AddPartitionsToTxn as a broker sends it for Produce v12+."""
+        """The produce path's question (KIP-890): asked of the broker that leads the
+        transactional id's partition of __transaction_state, this one or another."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.invalid_request)
+        try:
+            partition = self.partition_of(transactional_id)
+        except KafkaError as e:
+            return dict.fromkeys(partitions, e.error_code)
+        state = self.broker.metadata.image.partition(TRANSACTION_STATE_TOPIC, partition)
+        if state is None or state.leader == NO_LEADER:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if state.leader != self.broker.config.broker_id:
+            return await ask_coordinator(self.broker, state.leader, transactional_id,
+                                         producer_id, producer_epoch, partitions, add=add)
+        return await self.verify_here(transactional_id, producer_id, producer_epoch,
+                                      partitions, add=add)
+
+    async def verify_here(self, transactional_id: str, producer_id: int,
+                          producer_epoch: int, partitions: Sequence[tuple[str, int]], *,
+                          add: bool = False) -> dict[tuple[str, int], ErrorCode]:
+        """Kafka's handleVerifyPartitionsInTransaction on this broker's coordinator: a
+        read of the shard, no write (NOT_COORDINATOR when this broker does not own the
+        transactional id); with ``add``, AddPartitionsToTxn as a broker sends it for
+        Produce v12+."""
         if not transactional_id:
             return dict.fromkeys(partitions, ErrorCode.invalid_request)
         if add:
@@ -284,12 +308,7 @@ class TransactionCoordinator:
                 return  # the next leader resends them
             marker = TxnMarker(job.producer_id, job.producer_epoch, state.leader_epoch,
                                job.result, tuple(sorted(pending)))
-            try:
-                (answer,) = await self.broker.write_txn_markers([marker])
-            except KafkaError as e:
-                errors = dict.fromkeys(pending, e.error_code)
-            else:
-                errors = dict(answer.errors)
+            errors = await write_markers(self.broker, marker)
             for tp in list(pending):
                 error = errors.get(tp, ErrorCode.unknown_server_error)
                 if error == ErrorCode.none or error in _MARKERS_SKIPPED:

@@ -379,13 +379,6 @@ def _read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[b
     return values
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "transactions across brokers need two inter-broker calls Kafkernel does not make "
-    "yet: KIP-890's verification asks only the local transaction coordinator (Kafka "
-    "sends AddPartitionsToTxn verify-only to the coordinator's broker), and "
-    "transaction markers are written only to partitions this broker leads (Kafka sends "
-    "WriteTxnMarkers to each partition's leader); the first transaction already times "
-    "out when the coordinator does not lead every partition it writes"))
 def test_transaction_commits_after_its_coordinator_dies(cluster: harness.Cluster) -> None:
     topic, txn_id = "txn-events", "txn-survivor"
     _replicated_topic(cluster, topic, TXN_PARTITIONS)
@@ -448,3 +441,59 @@ def test_transaction_commits_after_its_coordinator_dies(cluster: harness.Cluster
         f"read_committed read {len(got)} records, {len(committed)} committed "
         f"({len(aborted)} aborted); missing {sorted(set(committed) - set(got))[:5]}, "
         f"unexpected {sorted(set(got) - set(committed))[:5]}")
+
+
+def test_consume_transform_produce_is_exactly_once_across_brokers(
+        cluster: harness.Cluster) -> None:
+    """A read-process-write loop with its offsets in the transaction: the output
+    partitions, the group's __consumer_offsets partition and the transaction coordinator
+    are led by different brokers, so the partition leaders verify with the coordinator's
+    broker and the markers (the offsets' one through the group coordinator) are written
+    on each leader."""
+    source, sink, group = "ctp-in", "ctp-out", "ctp-group"
+    for topic in (source, sink):
+        _replicated_topic(cluster, topic, TXN_PARTITIONS)
+    inputs = [f"record-{i}".encode() for i in range(3 * TXN_RECORDS // 2)]
+    loader = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i, v in enumerate(inputs):
+        loader.produce(source, v, partition=i % TXN_PARTITIONS)
+    assert loader.flush(ACKS_WITHIN_S) == 0
+    assert {cluster.leader(sink, p) for p in range(TXN_PARTITIONS)} == set(BROKERS)
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "ctp",
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+    deadline = time.monotonic() + 120
+    processed = 0
+    try:
+        consumer.subscribe([source])
+        while processed < len(inputs):
+            assert time.monotonic() < deadline, f"{processed} of {len(inputs)} processed"
+            messages = [m for m in consumer.consume(40, 1.0) if m.error() is None]
+            if not messages:
+                continue
+            producer.begin_transaction()
+            for m in messages:
+                producer.produce(sink, (m.value() or b"").upper(), partition=m.partition())
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()),
+                consumer.consumer_group_metadata(), 30)
+            _retrying("commit_transaction", producer.commit_transaction, deadline)
+            processed += len(messages)
+    finally:
+        consumer.close()
+    assert sorted(_read_committed(cluster.bootstrap, sink)) == sorted(v.upper() for v in inputs)
+
+    # The group's offsets were committed with the records: the input's end, each partition.
+    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                        "isolation.level": "read_committed"})
+    try:
+        committed = checker.committed(
+            [TopicPartition(source, p) for p in range(TXN_PARTITIONS)], timeout=30)
+    finally:
+        checker.close()
+    assert [tp.offset for tp in committed] == [
+        len(inputs[p::TXN_PARTITIONS]) for p in range(TXN_PARTITIONS)]

@@ -357,12 +357,53 @@ def test_transaction_state_survives_a_restart(broker: EmbeddedBroker) -> None:
     assert init_ok(broker, "tx-restart") == (pid, epoch + 1)
 
 
+def add_as_broker(broker: EmbeddedBroker, tid: str, pid: int, epoch: int,
+                  partitions: tuple[int, ...], *, verify_only: bool) -> Any:
+    """AddPartitionsToTxn v5, as a partition leader sends it (KIP-890)."""
+    m = request_module(24, 5)
+    return request(broker.bootstrap, m.AddPartitionsToTxnRequest(transactions=(
+        m.AddPartitionsToTxnTransaction(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+            verify_only=verify_only, topics=(m.AddPartitionsToTxnTopic(
+                name=TOPIC, partitions=partitions),)),)))
+
+
+def batch_errors(answer: Any) -> dict[int, ErrorCode]:
+    (transaction,) = answer.results_by_transaction
+    return {p.partition_index: p.partition_error_code
+            for t in transaction.topic_results for p in t.results_by_partition}
+
+
+def test_brokers_verify_and_add_partitions_in_a_batch(broker: EmbeddedBroker) -> None:
+    pid, epoch = init_ok(broker, "tx-batch")
+    answer = add_as_broker(broker, "tx-batch", pid, epoch, (0,), verify_only=True)
+    assert answer.error_code == ErrorCode.none
+    assert batch_errors(answer) == {0: ErrorCode.transaction_abortable}
+    answer = add_as_broker(broker, "tx-batch", pid, epoch, (0,), verify_only=False)
+    assert batch_errors(answer) == {0: ErrorCode.none}
+    answer = add_as_broker(broker, "tx-batch", pid, epoch, (0, 1), verify_only=True)
+    assert batch_errors(answer) == {0: ErrorCode.none, 1: ErrorCode.transaction_abortable}
+    assert batch_errors(add_as_broker(broker, "tx-batch", pid, epoch + 1, (0,),
+                                      verify_only=True)) == {0: ErrorCode.producer_fenced}
+    assert describe(broker, "tx-batch").topics[0].partitions == (0,)
+
+
+def test_brokers_batch_needs_cluster_action(
+        broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    b = broker_factory(plugins=["metadata_kraft", "txn",
+                                "tests.integration.test_txn_markers_wire:ClusterActionDenied"])
+    create_topic(b.bootstrap, TOPIC)
+    answer = add_as_broker(b, "tx-denied", 1, 0, (0,), verify_only=True)
+    assert answer.error_code == ErrorCode.cluster_authorization_failed
+    assert answer.results_by_transaction == ()
+
+
 def test_advertised_versions(broker: EmbeddedBroker) -> None:
     response = request(broker.bootstrap, ApiVersionsRequest(
         client_software_name="t", client_software_version="1"))
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert versions[22] == (0, 5)
-    assert versions[24] == (0, 3)
+    assert versions[24] == (0, 5)  # 4-5: the brokers' batched form (KIP-890)
     assert versions[25] == (0, 4)
     assert versions[26] == (0, 4)
     assert versions[65] == (0, 0)

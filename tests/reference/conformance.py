@@ -47,7 +47,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     21: (0, 2),   # DeleteRecords
     22: (0, 5),   # InitProducerId
     23: (2, 4),   # OffsetForLeaderEpoch
-    24: (0, 3),   # AddPartitionsToTxn
+    24: (0, 5),   # AddPartitionsToTxn
     25: (0, 4),   # AddOffsetsToTxn
     26: (0, 4),   # EndTxn
     27: (1, 1),   # WriteTxnMarkers

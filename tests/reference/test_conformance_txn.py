@@ -163,7 +163,26 @@ def settled(side: Side, request: Any) -> Any:
 def _retriable(answer: Any) -> bool:
     if getattr(answer, "error_code", None) in RETRIABLE:
         return True
-    return any(c.error_code in RETRIABLE for c in getattr(answer, "coordinators", ()))
+    if any(c.error_code in RETRIABLE for c in getattr(answer, "coordinators", ())):
+        return True
+    # AddPartitionsToTxn v4+ answers per transaction
+    return any(code in RETRIABLE for t in getattr(answer, "results_by_transaction", ())
+               for code in partition_codes(t.topic_results).values())
+
+
+def partition_codes(topic_results: Any) -> dict[tuple[str, int], ErrorCode]:
+    """An AddPartitionsToTxn answer's error per partition."""
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in topic_results for p in t.results_by_partition}
+
+
+def added(answer: Any) -> dict[tuple[str, int], ErrorCode]:
+    """The error per partition of an AddPartitionsToTxn answer of any version (v4+: of
+    its one transaction)."""
+    if hasattr(answer, "results_by_transaction"):
+        (transaction,) = answer.results_by_transaction
+        return partition_codes(transaction.topic_results)
+    return partition_codes(answer.results_by_topic_v3_and_below)
 
 
 def compare_settled(pair: Pair, request: Any, **kwargs: Any) -> Answers:
@@ -209,8 +228,17 @@ def per_side(pair: Pair, producer: Producer, build: Any) -> Answers:
     return answers
 
 
-def add_partitions(v: int, txn_id: str, topics: dict[str, tuple[int, ...]]) -> Any:
+def add_partitions(v: int, txn_id: str, topics: dict[str, tuple[int, ...]], *,
+                   verify_only: bool = False) -> Any:
+    """Versions 0-3 as a client sends them; 4+ as a broker does, one transaction."""
     def build(producer_id: int, epoch: int) -> Any:
+        if v >= 4:
+            return body(ADD_PARTITIONS_TO_TXN, v, transactions=(part(
+                ADD_PARTITIONS_TO_TXN, v, "AddPartitionsToTxnTransaction",
+                transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch,
+                verify_only=verify_only, topics=tuple(
+                    part(ADD_PARTITIONS_TO_TXN, v, "AddPartitionsToTxnTopic", name=t,
+                         partitions=ps) for t, ps in topics.items())),))
         return body(ADD_PARTITIONS_TO_TXN, v, v3_and_below_transactional_id=txn_id,
                     v3_and_below_producer_id=producer_id, v3_and_below_producer_epoch=epoch,
                     v3_and_below_topics=tuple(
@@ -274,8 +302,7 @@ def add_partitions_then_commit(pair: Pair, v: int) -> None:
     producer, _ = init_transactional(pair)
     txn_id = producer.transactional_id
     answers = per_side(pair, producer, add_partitions(v, txn_id, {topic: (0, 1)}))
-    assert answers.kafka.results_by_topic_v3_and_below[0].results_by_partition[0]\
-        .partition_error_code == ErrorCode.none
+    assert set(added(answers.kafka).values()) == {ErrorCode.none}
     # The same partitions again: nothing to add, no error.
     per_side(pair, producer, add_partitions(v, txn_id, {topic: (0, 1)}))
     answers = per_side(pair, producer, end_txn(4, txn_id, committed=True))
@@ -291,14 +318,38 @@ def add_partitions_with_a_stale_epoch_or_unknown_topic(pair: Pair, v: int) -> No
         pid, epoch + 1))
     answers = per_side(pair, producer, add_partitions(
         v, txn_id, {topic: (0,), unique("conf-missing"): (0,)}))
-    codes = {r.name: r.results_by_partition[0].partition_error_code
-             for r in answers.kafka.results_by_topic_v3_and_below}
-    assert codes[topic] == ErrorCode.operation_not_attempted
+    assert added(answers.kafka)[(topic, 0)] == ErrorCode.operation_not_attempted
     per_side(pair, producer, end_txn(4, txn_id, committed=False))
 
 
 def add_partitions_of_an_unknown_transactional_id(pair: Pair, v: int) -> None:
     pair.compare(add_partitions(v, unique("conf-unknown"), {"t": (0,)})(1000, 0))
+
+
+def verify_partitions_in_a_transaction(pair: Pair, v: int) -> None:
+    """v4+ with verify_only, as a partition leader asks before a transactional write
+    (KIP-890): a partition added is in the transaction, one not added is not, and a
+    stale epoch or an unknown transactional id is refused; nothing is added."""
+    if v < 4:
+        return
+    topic = unique("conf-verify")
+    create_topic(pair, topic, partitions=2)
+    producer, _ = init_transactional(pair)
+    txn_id = producer.transactional_id
+    per_side(pair, producer, add_partitions(v, txn_id, {topic: (0,)}))
+    answers = per_side(pair, producer, add_partitions(v, txn_id, {topic: (0, 1)},
+                                                      verify_only=True))
+    assert added(answers.kafka)[(topic, 0)] == ErrorCode.none
+    assert added(answers.kafka)[(topic, 1)] != ErrorCode.none
+    per_side(pair, producer, lambda pid, epoch: add_partitions(
+        v, txn_id, {topic: (0,)}, verify_only=True)(pid, epoch + 1))
+    pair.compare(add_partitions(v, unique("conf-unknown"), {topic: (0,)},
+                                verify_only=True)(1000, 0))
+    # Verifying added nothing: partition 1 still is not in the transaction.
+    answers = per_side(pair, producer, add_partitions(v, txn_id, {topic: (1,)},
+                                                      verify_only=True))
+    assert added(answers.kafka)[(topic, 1)] != ErrorCode.none
+    per_side(pair, producer, end_txn(4, txn_id, committed=False))
 
 
 def add_offsets_then_commit_txn_offsets(pair: Pair, v: int) -> None:
@@ -514,6 +565,7 @@ TXN_CASES: list[tuple[int, Case]] = [
     (ADD_PARTITIONS_TO_TXN, add_partitions_then_commit),
     (ADD_PARTITIONS_TO_TXN, add_partitions_with_a_stale_epoch_or_unknown_topic),
     (ADD_PARTITIONS_TO_TXN, add_partitions_of_an_unknown_transactional_id),
+    (ADD_PARTITIONS_TO_TXN, verify_partitions_in_a_transaction),
     (ADD_OFFSETS_TO_TXN, add_offsets_then_commit_txn_offsets),
     (ADD_OFFSETS_TO_TXN, add_offsets_of_an_unknown_transactional_id),
     (TXN_OFFSET_COMMIT, txn_offset_commit_then_abort),
