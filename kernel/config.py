@@ -325,6 +325,20 @@ class BrokerConfig:
         "Names the inter-broker listener when inter.broker.listener.name is unset.",
         check=one_of(*SECURITY_PROTOCOLS),
     )
+    # The client side of a SASL inter-broker listener: how a broker logs in to the others.
+    sasl_mechanism_inter_broker_protocol: str = setting(
+        "sasl.mechanism.inter.broker.protocol", "GSSAPI",
+        "The SASL mechanism brokers log in to each other with on a SASL inter-broker "
+        "listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is not "
+        "supported). Its user name and password come from "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config.",
+    )
+    sasl_jaas_config: str | None = setting(
+        "sasl.jaas.config", None,
+        "A JAAS login, as Kafka's: `org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required username="broker" password="...";` (ScramLoginModule for SCRAM): the '
+        "user this broker logs in to the others as.", sensitive=True,
+    )
     # TLS (ssl.*): every one may be set per listener as listener.name.<name>.ssl.*.
     ssl_keystore_type: str = setting(
         "ssl.keystore.type", "JKS", "Format of the keystore; PEM is the one read (KIP-651).",
@@ -832,17 +846,24 @@ def _listener_overrides(
         if listener and sub == SASL_ENABLED_MECHANISMS:
             out.setdefault(listener.upper(), {})[sub] = _mechanism_list(raw, where)
             continue
+        if listener and sub.endswith(SASL_JAAS_CONFIG) and sub.count(".") == 3:
+            if not isinstance(raw, str):
+                raise ConfigError(f"{where}: expected a JAAS login string")
+            out.setdefault(listener.upper(), {})[sub.lower()] = raw
+            continue
         key = keys.get(sub)
         if not listener or key is None or not sub.startswith("ssl."):
             raise ConfigError(
                 f"{where}: unknown key; per listener (listener.name.<listener>.KEY) only "
-                "the ssl.* settings and sasl.enabled.mechanisms may be set"
+                "the ssl.* settings, sasl.enabled.mechanisms and "
+                "<mechanism>.sasl.jaas.config may be set"
             )
         out.setdefault(listener.upper(), {})[sub] = coerce(key, raw, where)
     return out
 
 
 SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
+SASL_JAAS_CONFIG = "sasl.jaas.config"
 
 
 def _mechanism_list(raw: Any, where: str) -> list[str]:

@@ -37,7 +37,7 @@ from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
 from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
-from kernel.network.inter_broker import InterBrokerChannel
+from kernel.network.inter_broker import InterBrokerChannel, inter_broker_sasl
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
 from kernel.network.memory_pool import MemoryPool
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
@@ -99,6 +99,16 @@ class Broker:
             # starts, so config check refuses what serve would.
             tls = {e.listener_name: server_tls(cfg, e.listener_name)
                    for e in self.endpoints if e.security_protocol in TLS_PROTOCOLS}
+            # How this broker connects to the others' inter-broker listener, checked now
+            # too: its TLS client context, and its SASL login.
+            inter_broker = (cfg.inter_broker_listener_name
+                            or cfg.security_inter_broker_protocol).upper()
+            protocol = next((e.security_protocol for e in self.endpoints
+                             if e.listener_name == inter_broker), "PLAINTEXT")
+            self._inter_broker_tls = (inter_broker_client_tls(cfg, inter_broker)
+                                      if protocol in TLS_PROTOCOLS else None)
+            self._inter_broker_sasl = (inter_broker_sasl(cfg, inter_broker)
+                                       if protocol.startswith("SASL_") else None)
             # Shared by every listener: Kafka counts connections and request memory per
             # broker.
             self.connection_quotas = connection_quotas(cfg)
@@ -347,21 +357,15 @@ class Broker:
         """Followers fetch from their leaders on the inter-broker listener; every half
         replica.lag.time.max.ms, leaders drop lagging followers from their ISR."""
         listener = self._inter_broker_listener()
-        protocol = next((e.security_protocol for e in self.endpoints
-                         if e.listener_name == listener), "PLAINTEXT")
-        tls = None
-        if protocol == "SSL":
-            try:
-                tls = inter_broker_client_tls(self._static_config, listener)
-            except ConfigError as e:
-                raise StartupError(f"{self.loaded.source}: {e}") from None
+
         def endpoint_of(broker_id: int) -> BrokerEndpoint | None:
             registration = backend.image.brokers.get(broker_id)
             return registration.endpoint(listener) if registration is not None else None
 
         self.inter_broker = InterBrokerChannel(
             self.config.broker_id, listener, endpoint_of,
-            timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S, ssl_context=tls)
+            timeout_s=INTER_BROKER_REQUEST_TIMEOUT_S, ssl_context=self._inter_broker_tls,
+            sasl=self._inter_broker_sasl)
         self.fetchers = ReplicaFetcherManager(
             self.config.broker_id, lambda: self.config, self.replicas, self.inter_broker,
             self.log.bind(component="fetcher"))

@@ -111,6 +111,26 @@ def test_sasl_listener_without_a_mechanism(tmp_path: Path) -> None:
                       "SASL mechanism, and no enabled plugin offers one on it")
 
 
+@pytest.mark.parametrize(("settings", "key", "problem"), [
+    ('"sasl.mechanism.inter.broker.protocol" = "PLAIN"\n'
+     '"listener.name.sasl_plaintext.plain.sasl.jaas.config" = "x.PlainLoginModule required '
+     'username=\\"broker\\";"\n',
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config", "the login has no password"),
+    ('"sasl.jaas.config" = "x.PlainLoginModule required username=u password=p;"\n',
+     "sasl.mechanism.inter.broker.protocol", "GSSAPI is not supported"),
+])
+def test_a_bad_inter_broker_login_is_one_line(tmp_path: Path, settings: str, key: str,
+                                              problem: str) -> None:
+    cfg = _config(tmp_path, extra='"inter.broker.listener.name" = "SASL_PLAINTEXT"\n'
+                  + settings)
+    cfg.write_text(cfg.read_text().replace(
+        'listeners = "PLAINTEXT://127.0.0.1:0"',
+        'listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"').replace(
+        '"coordinator"]', '"coordinator", "auth_sasl"]'))
+    result = _run("config", "check", str(cfg))
+    _one_line_failure(result, cfg, key, problem)
+
+
 def test_log_dir_locked_by_a_running_broker(tmp_path: Path) -> None:
     data = tmp_path / "data"
     running = EmbeddedBroker(data_dir=data).start()
