@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,12 +70,17 @@ def spark_conf(master: str, app_name: str,
 def build_session(master: str, app_name: str,
                   extra: Mapping[str, str] | None = None) -> SparkSession:
     """A SparkSession on ``master`` (``local[2]``, ``spark://host:7077``, ...) with the
-    Kafka connector. Under spark-submit the JVM already runs: pass the connector there
-    with ``--packages`` (what is set here is then ignored)."""
+    Kafka connector. Under spark-submit the JVM already runs with spark-submit's own
+    ``--master`` and ``--packages``: those are left to it."""
     pyspark_home()
     from pyspark.sql import SparkSession
 
+    conf = spark_conf(master, app_name, extra)
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # set by spark-submit for its Python
+        for key in ("spark.master", "spark.jars.packages", "spark.jars.ivy"):
+            if key not in (extra or {}):
+                del conf[key]
     builder = SparkSession.builder
-    for key, value in spark_conf(master, app_name, extra).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
