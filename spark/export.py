@@ -18,6 +18,7 @@ exits 1 with its reason on one line (the broker's spark_sink restarts it with ba
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -27,8 +28,9 @@ from typing import Any
 from spark.options import ExportOptions, parse_args
 from spark.session import PysparkMissing, build_session
 
-__all__ = ["main", "output_frame", "start_query"]
+__all__ = ["STARTED_PREFIX", "main", "output_frame", "start_query"]
 
+STARTED_PREFIX = "export query started:"
 TABLE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
                  "timestampType", "headers")
 
@@ -89,6 +91,8 @@ def run(options: ExportOptions, *, available_now: bool = False,
             query = start_query(spark, options, available_now=available_now)
         except PySparkException as e:  # refused before it ran (a bad option, a bad path)
             raise ExportFailed(str(e)) from e
+        # The supervisor (plugins/spark_sink) reads this line as "running".
+        print(f"{STARTED_PREFIX} {options.name}", flush=True)
         # Poll rather than block in the JVM, so a stop request is seen within a second.
         while query.isActive and not (stop is not None and stop.is_set()):
             query.awaitTermination(1)
@@ -106,16 +110,31 @@ class ExportFailed(RuntimeError):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, available_now = parse_args(sys.argv[1:] if argv is None else argv)
+    options, flags = parse_args(sys.argv[1:] if argv is None else argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if flags.exit_with_parent:
+        _stop_with_parent(stop)
     try:
-        run(options, available_now=available_now, stop=stop)
+        run(options, available_now=flags.available_now, stop=stop)
     except (PysparkMissing, ExportFailed) as e:
         print(f"export {options.name}: {_first_line(str(e))}", file=sys.stderr)
         return 1
     return 0
+
+
+def _stop_with_parent(stop: threading.Event) -> None:
+    """Set ``stop`` once this process is orphaned (its parent, the broker, died without
+    stopping it): a supervised export never outlives its supervisor."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not stop.wait(1.0):
+            if os.getppid() != parent:
+                stop.set()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _first_line(text: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PARTITION_COLUMNS", "ExportOptionError", "ExportOptions", "parse_args"]
+__all__ = ["PARTITION_COLUMNS", "ExportOptionError", "ExportOptions", "RunFlags", "parse_args"]
 
 # Columns an export may partition its table by: the record's UTC date and hour (of its
 # Kafka timestamp), its topic and its partition.
@@ -233,16 +233,28 @@ def parser(prog: str) -> argparse.ArgumentParser:
                            default=spec.default, help=spec.help)
     p.add_argument("--available-now", action="store_true",
                    help="export what the topics hold now, then stop")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started this one exits (the broker's "
+                        "spark_sink passes it)")
     return p
 
 
+@dataclass(frozen=True)
+class RunFlags:
+    """How one run goes, beside what it exports."""
+
+    available_now: bool = False  # stop once caught up
+    exit_with_parent: bool = False
+
+
 def parse_args(argv: Sequence[str], prog: str = "spark.export",
-               ) -> tuple[ExportOptions, bool]:
-    """Options from a command line, and whether to stop once caught up
-    (``--available-now``). Invalid values exit with argparse's one-line usage error."""
+               ) -> tuple[ExportOptions, RunFlags]:
+    """Options and run flags from a command line. Invalid values exit with argparse's
+    one-line usage error."""
     p = parser(prog)
     ns = p.parse_args(argv)
-    raw = {k: v for k, v in vars(ns).items() if k != "available_now"}
+    flags = RunFlags(ns.available_now, ns.exit_with_parent)
+    raw = {k: v for k, v in vars(ns).items() if k not in ("available_now", "exit_with_parent")}
     raw["name"] = raw["name"] or "export"
     raw["topics"] = tuple(t for t in (raw["topics"] or "").split(",") if t)
     raw["partition_by"] = tuple(c for c in (raw["partition_by"] or "").split(",") if c)
@@ -260,5 +272,5 @@ def parse_args(argv: Sequence[str], prog: str = "spark.export",
         options = ExportOptions._checked(raw)
     except ExportOptionError as e:
         p.error(str(e))
-    return options, ns.available_now
+    return options, flags
 
