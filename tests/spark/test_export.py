@@ -4,6 +4,9 @@ Kafka source and file sink, exactly once across a crash and a restart."""
 from __future__ import annotations
 
 import datetime
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import pytest
 from kernel.testing.embedded import EmbeddedBroker
 from spark.options import ExportOptions
 from spark.progress import exported_offsets
-from tests.spark.exports import ExportProcess
+from tests.spark.exports import REPO, ExportProcess
 from tests.spark.kafka import create_topic, produce
 
 PARTITIONS = 3
@@ -78,3 +81,23 @@ def test_bad_export_arguments_get_one_line(
         main(args)
     assert exit_.value.code == 2
     assert problem in capsys.readouterr().err
+
+
+def test_kafkernel_spark_export_command_reports_progress_and_finishes(
+        kafkernel: EmbeddedBroker, topic_name: str, tmp_path: Path) -> None:
+    """``kafkernel spark export --available-now``: the table as the job writes it, and a
+    last line counting the offsets exported."""
+    create_topic(kafkernel.bootstrap, topic_name, PARTITIONS)
+    sent = produce(kafkernel.bootstrap, topic_name, 30, PARTITIONS)
+    table = tmp_path / "table"
+    done = subprocess.run(
+        [sys.executable, "-m", "kernel", "spark", "export", "--name", "cli",
+         "--path", str(table), "--bootstrap-servers", kafkernel.bootstrap,
+         "--topics", topic_name, "--master", "local[1]", "--available-now"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "export cli" in done.stdout  # the progress bar's label
+    assert done.stdout.strip().splitlines()[-1].startswith(
+        f"export cli: offsets exported {len(sent)} in ")
+    assert exported_offsets(str(table / "_checkpoint")) == ends(topic_name, sent)
