@@ -26,6 +26,11 @@ __all__ = ["DEFAULT_IVY", "PysparkMissing", "build_session", "connector_package"
 # In the checkout, next to the reference Kafka's jars (git-ignored).
 DEFAULT_IVY = Path(__file__).resolve().parent.parent / ".cache" / "ivy"
 INSTALL_HINT = "pip install 'kafkernel[spark]'"
+_SESSION_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
 
 
 class PysparkMissing(RuntimeError):
@@ -54,17 +59,14 @@ def spark_conf(master: str, app_name: str,
                extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The session's configuration: the connector through Ivy, UTC timestamps (a record's
     date is the same on every machine), no UI; ``extra`` wins over all of it."""
-    conf = {
+    return {
         "spark.master": master,
         "spark.app.name": app_name,
         "spark.jars.packages": connector_package(),
         "spark.jars.ivy": str(DEFAULT_IVY),
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
+        **_SESSION_DEFAULTS,
+        **(extra or {}),
     }
-    conf.update(extra or {})
-    return conf
 
 
 def build_session(master: str, app_name: str,
@@ -75,11 +77,10 @@ def build_session(master: str, app_name: str,
     pyspark_home()
     from pyspark.sql import SparkSession
 
-    conf = spark_conf(master, app_name, extra)
     if os.environ.get("PYSPARK_GATEWAY_PORT"):  # set by spark-submit for its Python
-        for key in ("spark.master", "spark.jars.packages", "spark.jars.ivy"):
-            if key not in (extra or {}):
-                del conf[key]
+        conf = {"spark.app.name": app_name, **_SESSION_DEFAULTS, **(extra or {})}
+    else:
+        conf = spark_conf(master, app_name, extra)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
