@@ -130,6 +130,14 @@ def cmd_plugins_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_spark_export(argv: Sequence[str]) -> int:
+    # The spark package (pyspark, rich) is optional: imported only for this command,
+    # which parses its own options (spark/options.py, shared with the spark_sink plugin).
+    from spark.cli import main as export_main
+
+    return export_main(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkernel", description=kernel.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -154,12 +162,23 @@ def build_parser() -> argparse.ArgumentParser:
     plist.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     plist.set_defaults(func=cmd_plugins_list)
 
+    spark = sub.add_parser("spark", help="Spark tools (the spark extra)")
+    spark_sub = spark.add_subparsers(dest="spark_command", required=True)
+    export = spark_sub.add_parser(
+        "export", add_help=False,
+        help="run one export of topics to a Parquet table, with a progress bar "
+             "(--help for its options)")
+    export.set_defaults(func=lambda _a: cmd_spark_export([]))
+
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=lambda _a: print(kernel.__version__) or 0)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["spark", "export"]:
+        return cmd_spark_export(argv[2:])
     args = build_parser().parse_args(argv)
     # Plugins named by import path are also looked for in the current directory, as
     # gunicorn and uvicorn find an application; last, so it shadows nothing installed.

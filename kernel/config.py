@@ -225,6 +225,16 @@ def coerce(key: ConfigKey, raw: Any, where: str) -> Any:
     if _optional(tp):
         base = next(a for a in typing.get_args(tp) if a is not type(None))
     value: Any
+    if typing.get_origin(base) is list and typing.get_args(base)[0] is not str:
+        # list[dict[str, Any]]: a TOML array of tables (a plugin's list of things, each
+        # a table its check validates); never from a string.
+        if not (isinstance(raw, list) and all(isinstance(x, Mapping) for x in raw)):
+            raise ConfigError(f"{where}: expected an array of tables, got {raw!r}")
+        value = [dict(x) for x in raw]
+        problem = key.check(value) if key.check is not None else None
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
+        return value
     if typing.get_origin(base) is list:
         if isinstance(raw, str):
             value = [s.strip() for s in raw.split(",") if s.strip()]

@@ -1,0 +1,90 @@
+"""``kafkernel spark export ...``: one export run by hand, in the foreground, with a
+progress bar of the offsets exported against the latest offsets of its topics (the high
+watermark; the last stable offset under read_committed), as Spark's Kafka source reports
+them after each micro-batch. Ctrl-C stops the query between micro-batches; the
+checkpoint keeps where it stopped, so the next run (or the broker's spark_sink on the
+same checkpoint) goes on from there."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from spark.options import ExportOptions, parse_args
+from spark.progress import exported_offsets
+from spark.session import PysparkMissing, build_session
+
+__all__ = ["main"]
+
+
+def _sum(offsets_json: Any) -> int | None:
+    """Sum of a Kafka source offset JSON ({"topic": {"partition": offset}})."""
+    if not offsets_json:
+        return None
+    data = json.loads(offsets_json) if isinstance(offsets_json, str) else offsets_json
+    return sum(int(o) for partitions in data.values() for o in partitions.values())
+
+
+def position(query: Any, options: ExportOptions) -> tuple[int, int | None]:
+    """(offsets exported, latest offsets) summed over the export's partitions."""
+    progress = query.lastProgress
+    if progress and progress.get("sources"):
+        source = progress["sources"][0]
+        done = _sum(source.get("endOffset"))
+        latest = _sum(source.get("latestOffset"))
+        if done is not None:
+            return done, latest
+    return sum(exported_offsets(options.checkpoint_location).values()), None
+
+
+def _follow(query: Any, options: ExportOptions) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn(f"export {options.name}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("offsets exported / latest"), transient=False) as bar:
+        task = bar.add_task("export", total=None)
+        while query.isActive:
+            done, latest = position(query, options)
+            bar.update(task, completed=done, total=latest)
+            query.awaitTermination(0.5)
+        done, latest = position(query, options)
+        bar.update(task, completed=done, total=latest if latest is not None else done)
+
+
+def main(argv: Sequence[str]) -> int:
+    options, flags = parse_args(argv, prog="kafkernel spark export")
+    try:
+        spark = build_session(options.master, f"kafkernel-export-{options.name}",
+                              dict(options.conf))
+    except PysparkMissing as e:
+        print(f"kafkernel spark export: {e}", file=sys.stderr)
+        return 1
+    from pyspark.errors import PySparkException
+
+    from spark.export import start_query
+
+    spark.sparkContext.setLogLevel("ERROR")
+    started = time.monotonic()
+    try:
+        query = start_query(spark, options, available_now=flags.available_now)
+        try:
+            _follow(query, options)
+        except KeyboardInterrupt:
+            print("stopping the query (Ctrl-C again to abandon it)", file=sys.stderr)
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            print(f"export {options.name}: {str(error).splitlines()[0]}", file=sys.stderr)
+            return 1
+    except PySparkException as e:
+        print(f"export {options.name}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    done = sum(exported_offsets(options.checkpoint_location).values())
+    print(f"export {options.name}: offsets exported {done} "
+          f"in {time.monotonic() - started:.1f} s; table {options.path}")
+    return 0
