@@ -234,7 +234,7 @@ def start(
     began = time.monotonic()
     with open(work / "kafka.out", "wb") as out:
         process = subprocess.Popen(
-            [*_die_with_parent(), *base, f"-Xmx{heap}", f"-Xms{heap}", BROKER_MAIN,
+            [*die_with_parent(), *base, f"-Xmx{heap}", f"-Xms{heap}", BROKER_MAIN,
              str(config)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=work,
         )
@@ -330,7 +330,7 @@ class ReferenceNode:
     def launch(self) -> None:
         with open(self.work_dir / "kafka.out", "ab") as out:
             self.process = subprocess.Popen(
-                [*_die_with_parent(), *self.command], stdin=subprocess.DEVNULL, stdout=out,
+                [*die_with_parent(), *self.command], stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, cwd=self.work_dir)
 
     def kill(self) -> None:
@@ -552,13 +552,13 @@ def _random_cluster_id() -> str:
             return text
 
 
-def _die_with_parent() -> list[str]:
-    """A command prefix that makes Kafka get SIGTERM when the thread that started it dies
-    (PR_SET_PDEATHSIG, through util-linux's setpriv rather than a preexec_fn, which is
-    unsafe once the caller has threads), so an interrupted test run leaves no JVM
-    behind."""
+def die_with_parent(signal_name: str = "TERM") -> list[str]:
+    """A command prefix that sends the process ``signal_name`` when the thread that
+    started it dies (PR_SET_PDEATHSIG, through util-linux's setpriv rather than a
+    preexec_fn, which is unsafe once the caller has threads), so an interrupted test
+    run leaves no broker, Kafka or ZooKeeper behind."""
     setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM"] if setpriv else []
+    return [setpriv, "--pdeathsig", signal_name] if setpriv else []
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:

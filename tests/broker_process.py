@@ -19,6 +19,7 @@ from typing import Any
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
+from reference.kafka import die_with_parent
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 
 
@@ -63,7 +64,8 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         with self.log_path.open("ab") as log:
             # Unbuffered: a test reads each event as soon as the broker logs it.
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen([*die_with_parent(), *self.args], stdout=log,
+                                         stderr=subprocess.STDOUT,
                                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

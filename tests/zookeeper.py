@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reference.kafka import die_with_parent
+
 HOST = "127.0.0.1"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # its manifest names its classpath
 MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -101,10 +103,9 @@ def start(timeout: float = STARTUP_TIMEOUT) -> ZooKeeper:
 
 
 def _launch(data_dir: Path) -> subprocess.Popen[bytes]:
-    setpriv = shutil.which("setpriv")  # PR_SET_PDEATHSIG: no ZooKeeper outlives the tests
     with open(data_dir / "zookeeper.out", "ab") as out:
         return subprocess.Popen(
-            [*([setpriv, "--pdeathsig", "TERM"] if setpriv else []), "java", "-Xmx128m",
+            [*die_with_parent(), "java", "-Xmx128m",
              "-cp", str(ZOOKEEPER_JAR), MAIN, str(data_dir / "zoo.cfg")],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=data_dir)
 

@@ -45,7 +45,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kernel.config import BrokerConfig, schema_keys
 from plugins.metadata_zk import znodes
-from reference.kafka import answers_api_versions, metadata_brokers
+from reference.kafka import answers_api_versions, die_with_parent, metadata_brokers
 from tests import zookeeper as zookeeper_launcher
 
 HOST = "127.0.0.1"
@@ -135,9 +135,8 @@ class ClusterBroker:
         """Start the process (it must not be running); ``wait_answering`` waits for it."""
         if self.alive:
             raise ClusterError(f"broker {self.broker_id} is running already")
-        setpriv = shutil.which("setpriv")
         # SIGKILL on the parent's death: a paused broker would hold SIGTERM pending.
-        guard = [setpriv, "--pdeathsig", "KILL"] if setpriv else []
+        guard = die_with_parent("KILL")
         with self.log_path.open("ab") as log:
             log.write(f"--- start {self.starts + 1} ---\n".encode())
             log.flush()

@@ -39,8 +39,6 @@ GAPS: dict[int, str] = {
     9: "v10 (KIP-848's topic ids in fetches) is planned with the KIP-848 consumer groups",
     17: ("served by the auth_sasl plugin (v0: raw SASL tokens follow; v1: "
          "SaslAuthenticate), not enabled by default"),
-    24: ("the txn plugin; v4-5 (the brokers' verify-only batched form, KIP-890) are not "
-         "served"),
     26: ("the txn plugin; v5 (KIP-890's epoch bump at the end of a transaction, "
          "transaction.version 2) is not served"),
     27: "the kernel's; v2 (KIP-1228's transaction version per marker) is not served yet",

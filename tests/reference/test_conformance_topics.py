@@ -380,14 +380,17 @@ RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
 # D12: the network limits (from the network branch: absent before it, then compared).
 NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
                 "max.connections.per.ip.overrides", "queued.max.request.bytes")
-# D14: the TLS settings are read at start (Kafka reconfigures them at runtime).
-TLS_KEYS = tuple(k.name for k in schema_keys(BrokerConfig).values()
-                 if k.name.startswith("ssl.") and k.name != "ssl.principal.mapping.rules")
+# D14: the TLS settings and the inter-broker login are read at start (Kafka reconfigures
+# them at runtime).
+TLS_KEYS = (*(k.name for k in schema_keys(BrokerConfig).values()
+              if k.name.startswith("ssl.") and k.name != "ssl.principal.mapping.rules"),
+            "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol")
 
 
 def tls_read_only_as_kafka(answers: Answers) -> Answers:
-    """Kafkernel's answer with the ssl.* settings' read_only as Kafka's (false): the one
-    field D14 explains; their values, sources, types and synonyms are compared."""
+    """Kafkernel's answer with the read_only of the ssl.* settings and the inter-broker
+    login as Kafka's (false): the one field D14 explains; their values, sources, types
+    and synonyms are compared."""
     documented("D14")
     results = tuple(
         dataclasses.replace(r, configs=tuple(
