@@ -1,7 +1,8 @@
 """KIP-227 fetch sessions without a broker: FetchSessionCache.new_context's decisions
 (Kafka's FetchManager.newContext), what an incremental answer leaves out (Kafka's
 updateAndGenerateResponseData) and the cache's eviction rules (Kafka's tryEvict), on
-the Fetch handler's own partition state."""
+the Fetch handler's own partition state; and a replica fetcher's side of its session
+(Kafka's FetchSessionHandler)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from kernel.fetch_session import (
     next_epoch,
 )
 from kernel.handlers.fetch import FetchPartitionState
+from kernel.replica.fetcher import LeaderSession
 
 TOPIC = "orders"
 TOPIC_ID = uuid.uuid4()
@@ -247,3 +249,50 @@ def test_session_ids_are_unique_and_never_0(follower: bool) -> None:
     c = FetchSessionCache(10, EVICTION_MS, random_id=lambda: next(ids))
     assert open_session(c, [fetched(0)], follower=follower) == 7
     assert open_session(c, [fetched(0)], follower=follower) == 8
+
+
+# -- the follower's side: its fetcher's session at the leader -------------------------
+
+def test_a_fetchers_session_sends_only_what_changed_and_forgets_what_it_no_longer_wants(
+        ) -> None:
+    a, b, c = (TOPIC_ID, 0), (TOPIC_ID, 1), (TOPIC_ID, 2)
+    session = LeaderSession()
+    # Full: everything, nothing forgotten; the leader's id opens the session at epoch 1.
+    assert session.next_fetch({a: (0, 0, 1, 0, -1), b: (0, 0, 1, 0, -1)}) == (
+        {a: (0, 0, 1, 0, -1), b: (0, 0, 1, 0, -1)}, [])
+    session.answered(ErrorCode.none, 77)
+    assert (session.session_id, session.epoch) == (77, 1)
+    # Incremental: a moved on, b backs off (left out), c is new.
+    assert session.next_fetch({a: (5, 0, 1, 0, 0), c: (0, 0, 1, 0, -1)}) == (
+        {a: (5, 0, 1, 0, 0), c: (0, 0, 1, 0, -1)}, [b])
+    session.answered(ErrorCode.none, 77)
+    assert session.epoch == 2
+    assert session.next_fetch({a: (5, 0, 1, 0, 0), c: (0, 0, 1, 0, -1)}) == ({}, [])
+
+
+@pytest.mark.parametrize(("error", "after"), [
+    (ErrorCode.fetch_session_id_not_found, (INVALID_SESSION_ID, INITIAL_EPOCH)),
+    (ErrorCode.invalid_fetch_session_epoch, (77, INITIAL_EPOCH)),
+    (ErrorCode.fetch_session_topic_id_error, (77, INITIAL_EPOCH)),
+])
+def test_a_fetchers_session_error_starts_over_with_a_full_fetch(
+        error: ErrorCode, after: tuple[int, int]) -> None:
+    """An unknown session is asked for anew; any other error closes it with the next
+    (full) fetch, which names it with epoch 0 (Kafka's nextCloseExisting)."""
+    session = LeaderSession()
+    session.next_fetch({(TOPIC_ID, 0): (0, 0, 1, 0, -1)})
+    session.answered(ErrorCode.none, 77)
+    session.answered(error, INVALID_SESSION_ID)
+    assert (session.session_id, session.epoch) == after
+    assert session.next_fetch({(TOPIC_ID, 0): (3, 0, 1, 0, -1)}) == (
+        {(TOPIC_ID, 0): (3, 0, 1, 0, -1)}, [])
+
+
+def test_a_fetchers_lost_answer_or_a_closed_session_starts_over() -> None:
+    session = LeaderSession()
+    session.next_fetch({(TOPIC_ID, 0): (0, 0, 1, 0, -1)})
+    session.answered(ErrorCode.none, 77)
+    session.failed()  # the answer never came: the session may have moved on
+    assert (session.session_id, session.epoch) == (77, INITIAL_EPOCH)
+    session.answered(ErrorCode.none, INVALID_SESSION_ID)  # full, and no session made
+    assert (session.session_id, session.epoch) == (INVALID_SESSION_ID, INITIAL_EPOCH)
