@@ -583,6 +583,16 @@ class BrokerConfig:
         "besides the request's max_bytes (Kafka's default: 55 MB; see ARCHITECTURE.md).",
         check=int_at_least(1024), dynamic=True,
     )
+    # KIP-227 incremental fetch sessions (kernel/fetch_session.py).
+    max_incremental_fetch_session_cache_slots: int = setting(
+        "max.incremental.fetch.session.cache.slots", 1000, "Incremental fetch sessions "
+        "kept; a full cache answers new ones with session id 0 (full fetches).",
+        check=int_at_least(0),
+    )
+    min_incremental_fetch_session_eviction_ms: int = setting(
+        "min.incremental.fetch.session.eviction.ms", 120000, "How long a fetch session "
+        "goes unused before any newcomer may evict it.", check=int_at_least(0),
+    )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", 104857600, "Largest request frame accepted.",
         check=int_at_least(1),

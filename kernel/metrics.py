@@ -18,7 +18,7 @@ from prometheus_client import (
     Histogram,
     start_http_server,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 import kernel
 
@@ -48,9 +48,17 @@ class PartitionSample:
 
 
 @dataclass(frozen=True, slots=True)
+class FetchSessionSample:
+    sessions: int
+    partitions: int
+    evictions: int
+
+
+@dataclass(frozen=True, slots=True)
 class StateSample:
     partitions: list[PartitionSample]
     purgatory_delayed: dict[str, int]
+    fetch_sessions: FetchSessionSample
 
 
 class _StateCollector:
@@ -89,6 +97,18 @@ class _StateCollector:
         for name, size in state.purgatory_delayed.items():
             purgatory.add_metric([name], size)
         yield purgatory
+        # Kafka's FetchSessionCache metrics: NumIncrementalFetchSessions,
+        # NumIncrementalFetchPartitionsCached, IncrementalFetchSessionEvictionsPerSec.
+        sessions = state.fetch_sessions
+        yield GaugeMetricFamily("kafkernel_incremental_fetch_sessions",
+                                "KIP-227 incremental fetch sessions cached.",
+                                value=sessions.sessions)
+        yield GaugeMetricFamily("kafkernel_incremental_fetch_partitions_cached",
+                                "Partitions in all incremental fetch sessions.",
+                                value=sessions.partitions)
+        yield CounterMetricFamily("kafkernel_incremental_fetch_session_evictions",
+                                  "Incremental fetch sessions evicted to make room for "
+                                  "new ones.", value=sessions.evictions)
 
 
 class BrokerMetrics:

@@ -32,10 +32,11 @@ from kernel.config import (
     schema_keys,
 )
 from kernel.coordination.registry import Coordinators, RegistrationError
+from kernel.fetch_session import FetchSessionCache
 from kernel.handlers import find_coordinator, write_txn_markers
 from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
-from kernel.metrics import BrokerMetrics, PartitionSample, StateSample
+from kernel.metrics import BrokerMetrics, FetchSessionSample, PartitionSample, StateSample
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.inter_broker import InterBrokerChannel, inter_broker_sasl
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
@@ -152,6 +153,10 @@ class Broker:
         self.fetch_purgatory: Purgatory[Any] = Purgatory("Fetch", self.timer, logger=self.log)
         self.delete_records_purgatory: Purgatory[Any] = Purgatory(
             "DeleteRecords", self.timer, logger=self.log)
+        # KIP-227: consumers' and followers' incremental fetch sessions.
+        self.fetch_sessions = FetchSessionCache(
+            cfg.max_incremental_fetch_session_cache_slots,
+            cfg.min_incremental_fetch_session_eviction_ms)
         self.logs = LogManager(
             cfg.log_dirs, cfg, logger=self.log.bind(component="log"),
             high_watermark=self._high_watermark_of,
@@ -421,11 +426,12 @@ class Broker:
                 p.topic, p.partition, sum(s.size for s in segments), len(segments),
                 log.log_start_offset, log.log_end_offset, high_watermark, lag,
             ))
+        sessions = self.fetch_sessions
         return StateSample(partitions, {
             "Produce": self.produce_purgatory.num_delayed,
             "Fetch": self.fetch_purgatory.num_delayed,
             "DeleteRecords": self.delete_records_purgatory.num_delayed,
-        })
+        }, FetchSessionSample(len(sessions), sessions.num_partitions, sessions.evictions))
 
     def _high_watermark_of(self, log: Any) -> int | None:
         partition = self.replicas.get_partition(log.topic, log.partition)

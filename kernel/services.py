@@ -3,12 +3,13 @@ components, so neither reaches the whole ``Broker`` (``kernel.server``).
 
 ``BrokerServices`` is what a handler reads through ``RequestContext.services``: the
 cluster image and the metadata backend's changes, the replica manager, the log manager
-(flush), the purgatories a handler waits in, the effective and the loaded config,
-metrics, the logger and the routing table ApiVersions lists. ``PluginServices`` is what
-the lifecycle hooks (``kafkernel_metadata_backend``, ``kafkernel_startup``,
-``kafkernel_shutdown``) get: the same plus a plugin's own settings, the broker's
-registration and the timer. The broker satisfies both as it is (no adapter on the
-request path); a test or a tool can hand a handler anything else that does.
+(flush), the purgatories a handler waits in, the fetch session cache, the effective and
+the loaded config, metrics, the logger and the routing table ApiVersions lists.
+``PluginServices`` is what the lifecycle hooks (``kafkernel_metadata_backend``,
+``kafkernel_startup``, ``kafkernel_shutdown``) get: the same plus a plugin's own
+settings, the broker's registration and the timer. The broker satisfies both as it is
+(no adapter on the request path); a test or a tool can hand a handler anything else
+that does.
 
 This module sits just above the components it names and imports nothing from the
 layers that use it (routing, handlers, plugins, network, server): see
@@ -26,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.cluster import BrokerRegistration, MetadataBackend
 from kernel.config import BrokerConfig, LoadedConfig
+from kernel.fetch_session import FetchSessionCache
 from kernel.log.manager import LogManager
 from kernel.logging import Notices
 from kernel.metrics import BrokerMetrics
@@ -112,6 +114,11 @@ class BrokerServices(Protocol):
     def fetch_purgatory(self) -> Purgatory[Any]: ...
     @property
     def delete_records_purgatory(self) -> Purgatory[Any]: ...
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        """The broker's KIP-227 incremental fetch sessions."""
+        ...
+
     @property
     def metrics(self) -> BrokerMetrics: ...
     @property

@@ -11,20 +11,34 @@ then it reads again and answers. READ_COMMITTED answers list the aborted transac
 overlapping the records returned (the log's transaction index), so consumers can drop
 their records.
 
-Incremental fetch sessions (KIP-227) are not created: every response carries session id
-0, which tells clients to keep sending full fetch requests, as Kafka does when its
-session cache is full. A request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+Incremental fetch sessions (KIP-227, kernel/fetch_session.py) as Kafka's FetchManager: a
+full fetch with epoch 0 is answered a new session's id when the broker's cache has room,
+epoch -1 fetches without one, and a request naming a session updates it and reads all of
+its partitions, answering only those with something to report. A session's errors
+(unknown id, wrong epoch, topic ids on one side only) are answered at the top level with
+no partitions. Partitions Kafka refuses before reading (unknown topic id, not
+authorized, not in the metadata) are answered but do not cut a long poll short.
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchContext,
+    FullFetch,
+    IncrementalFetch,
+    Key,
+    SessionError,
+)
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.log.log import next_offset_after
@@ -69,47 +83,94 @@ class FetchPartitionState:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
-    if getattr(request, "session_id", 0) != 0 or getattr(request, "session_epoch", -1) > 0:
-        return _top_level_error(ctx, ErrorCode.fetch_session_id_not_found)
     replica_id = _replica_id(request)
     follower = replica_id >= 0
-    # Kafka: a follower fetch needs CLUSTER_ACTION; without it every partition is refused.
-    cluster_action = follower and ctx.authorize(
-        ctx.session, "CLUSTER_ACTION", "CLUSTER", CLUSTER_NAME)
     image = services.metadata.image
     access = TopicAccess(ctx, "READ")
-    states: list[FetchPartitionState] = []
+    requested: list[FetchPartitionState] = []
     for topic in request.topics:
         name = access.name(topic, "topic")
         topic_id = getattr(topic, "topic_id", None)
         for p in topic.partitions:
-            state = FetchPartitionState(
+            requested.append(FetchPartitionState(
                 name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
                 getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
                 getattr(p, "log_start_offset", -1),
-            )
-            states.append(state)
-            if name is None:
-                state.error = ErrorCode.unknown_topic_id
-                continue
-            if not (cluster_action if follower else access.allowed(name)):
-                state.error = ErrorCode.topic_authorization_failed
-                continue
-            try:
-                partition = services.replicas.leader_partition(name, p.partition, image)
-                partition.check_leader_epoch(state.current_leader_epoch)
-                if follower:
-                    partition.check_follower(replica_id, state.current_leader_epoch)
-                state.partition = partition
-            except KafkaError as e:
-                state.error = e.error_code
+            ))
+    # Fetch v4-6 have no session fields: Kafka reads them as a sessionless full fetch.
+    context = services.fetch_sessions.new_context(
+        ctx.api_version, getattr(request, "session_id", INVALID_SESSION_ID),
+        getattr(request, "session_epoch", FINAL_EPOCH), follower, requested,
+        _forgotten(request), _now_ms())
+    if isinstance(context, SessionError):
+        return _top_level_error(ctx, context.error)
+    states = (requested if not isinstance(context, IncrementalFetch)
+              else _session_states(context, image))
+    # Kafka: a follower fetch needs CLUSTER_ACTION; without it every partition is refused.
+    cluster_action = follower and ctx.authorize(
+        ctx.session, "CLUSTER_ACTION", "CLUSTER", CLUSTER_NAME)
+    check_topic_ids = ctx.api_version >= 13
+    for state in states:
+        name = state.topic
+        if name is None:
+            state.error = ErrorCode.unknown_topic_id
+            continue
+        if not (cluster_action if follower else access.allowed(name)):
+            state.error = ErrorCode.topic_authorization_failed
+            continue
+        try:
+            partition = services.replicas.leader_partition(name, state.index, image)
+            if check_topic_ids and partition.topic_id != state.topic_id:
+                # A session's topic id whose name now belongs to another topic.
+                raise KafkaError(ErrorCode.inconsistent_topic_id)
+            partition.check_leader_epoch(state.current_leader_epoch)
+            if follower:
+                partition.check_follower(replica_id, state.current_leader_epoch)
+            state.partition = partition
+        except KafkaError as e:
+            state.error = e.error_code
     total = _read_all(ctx, request, states, replica_id)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    # As Kafka, errors and diverging epochs are answered at once.
-    errors = any(s.error != ErrorCode.none or s.diverging is not None for s in states)
-    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not states:
-        return _response(ctx, request, states)
-    return _long_poll(ctx, request, states, replica_id, max_wait_ms)
+    # As Kafka's fetchMessages: answered at once when nothing can be read (every
+    # partition refused before reading), or a read failed or found a diverging epoch.
+    refused = _FOLLOWER_REFUSED_BEFORE_READ if follower else _REFUSED_BEFORE_READ
+    readable = any(s.error not in refused for s in states)
+    errors = any((s.error != ErrorCode.none and s.error not in refused)
+                 or s.diverging is not None for s in states)
+    if total >= request.min_bytes or max_wait_ms <= 0 or errors or not readable:
+        return _response(ctx, request, states, context)
+    return _long_poll(ctx, request, states, replica_id, max_wait_ms, context)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _forgotten(request: Any) -> list[Key]:
+    """The partitions an incremental fetch removes from its session: by topic id from
+    Fetch v13, by name before."""
+    keys: list[Key] = []
+    for topic in getattr(request, "forgotten_topics_data", ()):
+        ref = getattr(topic, "topic_id", None) or getattr(topic, "topic", None)
+        keys.extend((ref, p) for p in topic.partitions)
+    return keys
+
+
+def _session_states(context: IncrementalFetch,
+                    image: Any) -> list[FetchPartitionState]:
+    """Every partition of the session, in its fetch order, with its cached request
+    parameters; a topic id unknown when it was added is looked up again (Kafka's
+    maybeResolveUnknownName)."""
+    states = []
+    for c in context.session.partitions.values():
+        if c.topic is None:
+            found = image.topics_by_id.get(c.topic_id)
+            if found is not None:
+                c.topic = found.name
+        states.append(FetchPartitionState(
+            c.topic, c.topic_id, c.index, c.fetch_offset, c.max_bytes,
+            c.current_leader_epoch, c.last_fetched_epoch, c.fetcher_log_start_offset))
+    return states
 
 
 def _replica_id(request: Any) -> int:
@@ -225,7 +286,7 @@ class DelayedFetch(DelayedResponse):
 
 
 async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
-                     replica_id: int, max_wait_ms: int) -> Any:
+                     replica_id: int, max_wait_ms: int, context: FetchContext) -> Any:
     op = DelayedFetch(ctx, request, states, replica_id, max_wait_ms)
     await op.wait_in(ctx.services.fetch_purgatory,
                      [s.partition.key for s in states if s.partition is not None])
@@ -242,32 +303,50 @@ async def _long_poll(ctx: RequestContext, request: Any, states: list[FetchPartit
                 s.error = e.error_code
                 s.partition = None
     _read_all(ctx, request, states, replica_id)
-    return _response(ctx, request, states)
+    return _response(ctx, request, states, context)
 
 
-# Errors Kafka finds in the request before reading any log (KafkaApis.handleFetchRequest).
+# Errors Kafka finds in the request before reading any log (KafkaApis.handleFetchRequest);
+# a follower's partitions are not looked up in the metadata first: its unknown partitions
+# are found by the read.
 _REFUSED_BEFORE_READ = frozenset({
     ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
     ErrorCode.topic_authorization_failed,
 })
+_FOLLOWER_REFUSED_BEFORE_READ = frozenset({
+    ErrorCode.unknown_topic_id, ErrorCode.topic_authorization_failed,
+})
 
 
-def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionState]) -> Any:
+def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionState],
+              context: FetchContext) -> Any:
+    for s in states:
+        if s.error != ErrorCode.none:
+            # As Kafka: a failed partition reports no offsets (and a session remembers
+            # the -1s, so the partition is answered again once it recovers).
+            s.high_watermark = s.last_stable_offset = s.log_start_offset = -1
+    session_id = INVALID_SESSION_ID
+    if isinstance(context, FullFetch):
+        session_id = context.session_id(states, _now_ms())
+    elif isinstance(context, IncrementalFetch):
+        session_id = context.session.id
+        error, states = context.answer(states)
+        if error != ErrorCode.none:
+            return _top_level_error(ctx, error, session_id)
     read_committed = request.isolation_level == READ_COMMITTED
     m = response_module(API_KEY, ctx.api_version)
     hints = LeaderHints(ctx, m)
     by_topic: dict[tuple[str | None, uuid.UUID | None], list[Any]] = {}
     for s in states:
-        failed = s.error != ErrorCode.none
         fields: dict[str, Any] = {
             "partition_index": s.index,
             "error_code": s.error,
-            # As Kafka: a failed partition reports no offsets; aborted transactions are
-            # null for read_uncommitted, a list for read_committed, and an empty list
-            # for a partition refused before any read (FetchResponse.partitionResponse).
-            "high_watermark": -1 if failed else s.high_watermark,
-            "last_stable_offset": -1 if failed else s.last_stable_offset,
-            "log_start_offset": -1 if failed else s.log_start_offset,
+            # As Kafka: aborted transactions are null for read_uncommitted, a list for
+            # read_committed, and an empty list for a partition refused before any read
+            # (FetchResponse.partitionResponse).
+            "high_watermark": s.high_watermark,
+            "last_stable_offset": s.last_stable_offset,
+            "log_start_offset": s.log_start_offset,
             "aborted_transactions": _aborted(m, s) if read_committed
                                     else () if s.error in _REFUSED_BEFORE_READ else None,
             "preferred_read_replica": -1,
@@ -286,7 +365,7 @@ def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
         for (name, topic_id), parts in by_topic.items()
     )
     return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                session_id=0, responses=topics, node_endpoints=hints.node_endpoints)
+                session_id=session_id, responses=topics, node_endpoints=hints.node_endpoints)
 
 
 def _aborted(m: Any, s: FetchPartitionState) -> tuple[Any, ...]:
@@ -294,7 +373,9 @@ def _aborted(m: Any, s: FetchPartitionState) -> tuple[Any, ...]:
                  for txn in s.aborted or ())
 
 
-def _top_level_error(ctx: RequestContext, error: ErrorCode) -> Any:
+def _top_level_error(ctx: RequestContext, error: ErrorCode,
+                     session_id: int = INVALID_SESSION_ID) -> Any:
+    ctx.services.metrics.error(error)
     m = response_module(API_KEY, ctx.api_version)
     return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=error,
-                session_id=0, responses=())
+                session_id=session_id, responses=())

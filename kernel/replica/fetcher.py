@@ -16,6 +16,12 @@ the leader for its log start and end (ListOffsets as a replica) and truncates to
 retention), as Kafka's fetcher does. A partition that fails otherwise is retried after
 ``replica.fetch.backoff.ms``; a leader that cannot be reached, the same for all of its
 partitions.
+
+Each fetcher keeps a KIP-227 fetch session at its leader (Kafka's FetchSessionHandler):
+a full fetch opens it, later fetches send only the partitions whose fetch parameters
+changed and forget those no longer fetched (removed, or backing off), and the leader
+answers only partitions with news. A session error, or a fetch whose answer was lost,
+starts over with a full fetch.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import asyncio
 import contextlib
 import datetime
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -33,6 +40,7 @@ from kio.schema.fetch.v13 import request as fetch_request
 from kio.schema.list_offsets.v7 import request as list_offsets_request
 
 from kernel.cluster import BrokerEndpoint
+from kernel.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kernel.log.log import UnexpectedAppendOffsetError
 from kernel.protocol.client import BrokerConnection, BrokerConnectionError
 from kernel.protocol.errors import KafkaError
@@ -54,6 +62,58 @@ _LEADERSHIP_ERRORS = frozenset({
     ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition,
     ErrorCode.unknown_topic_id,
 })
+
+
+# Answers that end the fetcher's session without any partition data: start over with a
+# full fetch at once (Kafka's FetchSessionHandler.handleResponse).
+_SESSION_ERRORS = frozenset({
+    ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
+    ErrorCode.fetch_session_topic_id_error,
+})
+
+SessionKey = tuple[uuid.UUID, int]
+# What a follower's fetch says of one partition: fetch offset, its log start offset, max
+# bytes, current leader epoch, last fetched epoch.
+FetchParams = tuple[int, int, int, int, int]
+
+
+@dataclass(slots=True)
+class LeaderSession:
+    """This fetcher's session at its leader (Kafka's FetchSessionHandler): the partitions
+    the leader holds for it and what was last sent for each."""
+
+    session_id: int = INVALID_SESSION_ID
+    epoch: int = INITIAL_EPOCH  # INITIAL_EPOCH: the next fetch is full
+    sent: dict[SessionKey, FetchParams] = field(default_factory=dict)
+
+    def next_fetch(self, wanted: dict[SessionKey, FetchParams]
+                   ) -> tuple[dict[SessionKey, FetchParams], list[SessionKey]]:
+        """The partitions to send and the ones to forget for fetching ``wanted``."""
+        if self.epoch == INITIAL_EPOCH:
+            self.sent = dict(wanted)
+            return wanted, []
+        changed = {k: v for k, v in wanted.items() if self.sent.get(k) != v}
+        forgotten = [k for k in self.sent if k not in wanted]
+        self.sent = dict(wanted)
+        return changed, forgotten
+
+    def answered(self, error: ErrorCode, session_id: int) -> None:
+        """The leader's answer to the last fetch (Kafka's handleResponse)."""
+        if error == ErrorCode.fetch_session_id_not_found:
+            self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        elif error != ErrorCode.none:
+            self.failed()
+        elif session_id == INVALID_SESSION_ID:  # none made, or the leader closed it
+            self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        elif self.epoch == INITIAL_EPOCH:
+            self.session_id, self.epoch = session_id, next_epoch(INITIAL_EPOCH)
+        else:
+            self.epoch = next_epoch(self.epoch)
+
+    def failed(self) -> None:
+        """The last fetch may or may not have moved the session on: the next one is
+        full, closing this session and opening another (Kafka's nextCloseExisting)."""
+        self.epoch = INITIAL_EPOCH
 
 
 class FollowerAppender(Protocol):
@@ -88,6 +148,7 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self._endpoint: BrokerEndpoint | None = None
         self._failing = False  # log a lost leader once per outage, not once per retry
+        self._session = LeaderSession()
         self._stopped = False
         self._task = asyncio.ensure_future(self._run())
 
@@ -160,30 +221,53 @@ class ReplicaFetcher:
     async def _fetch_once(self, ready: list[PartitionFetchState]) -> None:
         cfg = self.manager.config
         connection = self._connection_to_leader()
-        by_topic: dict[Any, list[Any]] = {}
-        sent: dict[tuple[Any, int], PartitionFetchState] = {}
+        wanted: dict[SessionKey, FetchParams] = {}
+        sent: dict[SessionKey, PartitionFetchState] = {}
         for s in ready:
             p = s.partition
             last_epoch = p.log.latest_epoch
-            by_topic.setdefault(p.topic_id, []).append(fetch_request.FetchPartition(
-                partition=p.partition, current_leader_epoch=s.leader_epoch,
-                fetch_offset=s.fetch_offset,
-                last_fetched_epoch=UNDEFINED_EPOCH if last_epoch is None else last_epoch,
-                log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=cfg.replica_fetch_max_bytes,
+            key = (p.topic_id, p.partition)
+            wanted[key] = (s.fetch_offset, p.log.log_start_offset, cfg.replica_fetch_max_bytes,
+                           s.leader_epoch,
+                           UNDEFINED_EPOCH if last_epoch is None else last_epoch)
+            sent[key] = s
+        session = self._session
+        changed, forgotten = session.next_fetch(wanted)
+        by_topic: dict[Any, list[Any]] = {}
+        for (topic_id, index), (offset, log_start, max_bytes, leader_epoch, last_fetched) \
+                in changed.items():
+            by_topic.setdefault(topic_id, []).append(fetch_request.FetchPartition(
+                partition=index, current_leader_epoch=leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=last_fetched, log_start_offset=log_start,
+                partition_max_bytes=max_bytes,
             ))
-            sent[(p.topic_id, p.partition)] = s
+        forgotten_by_topic: dict[Any, list[int]] = {}
+        for topic_id, index in forgotten:
+            forgotten_by_topic.setdefault(topic_id, []).append(index)
         request = fetch_request.FetchRequest(
             replica_id=self.manager.broker_id,
             max_wait=datetime.timedelta(milliseconds=cfg.replica_fetch_wait_max_ms),
             min_bytes=cfg.replica_fetch_min_bytes,
             max_bytes=cfg.replica_fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1,
+            isolation_level=0, session_id=session.session_id, session_epoch=session.epoch,
             topics=tuple(fetch_request.FetchTopic(topic_id=topic_id, partitions=tuple(parts))
                          for topic_id, parts in by_topic.items()),
-            forgotten_topics_data=(), rack_id="",
+            forgotten_topics_data=tuple(
+                fetch_request.ForgottenTopic(topic_id=topic_id, partitions=tuple(parts))
+                for topic_id, parts in forgotten_by_topic.items()),
+            rack_id="",
         )
-        response = await connection.request(request)
+        try:
+            response = await connection.request(request)
+        except BaseException:
+            session.failed()
+            raise
+        session.answered(response.error_code, response.session_id)
+        if response.error_code in _SESSION_ERRORS:
+            self.manager.log.info("fetch session refused, starting over with a full fetch",
+                                  leader=self.source_broker_id,
+                                  error=response.error_code.name)
+            return
         if response.error_code != ErrorCode.none:
             raise BrokerConnectionError(
                 f"broker {self.source_broker_id} refused the fetch: {response.error_code.name}")

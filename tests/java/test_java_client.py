@@ -1,7 +1,8 @@
 """Kafka's Java client (kafka-clients 4.3) against Kafkernel, through the small program
 tests/java/KafkaClientCheck.java: a producer with every codec and acks=all/1, a consumer
-group (classic protocol) that reads, commits and rebalances when a second member joins,
-and the AdminClient's topic, config, record, group and cluster calls."""
+group (classic protocol) that reads (through incremental fetch sessions), commits and
+rebalances when a second member joins, and the AdminClient's topic, config, record, group
+and cluster calls."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from kernel.protocol.compression import Compression
 from kernel.protocol.records import iter_batches
 from kernel.testing.embedded import EmbeddedBroker
 from reference import tools
+from tests.integration.fetch_sessions import SessionWatch
 from tests.java.conftest import CLIENT_CHECK, image, lines
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -60,8 +62,12 @@ def test_producer_every_codec_and_acks_then_a_group_reads_commits_and_rebalances
         assert stored_codecs(broker, topic) == {codec}
         assert len(image(broker).topics[topic].partitions) == 2  # auto-created
 
-    out = run_check(client_check, "consume", broker.bootstrap, "java-group", ",".join(topics),
-                    str(len(produced)))
+    with SessionWatch(broker) as watch:
+        out = run_check(client_check, "consume", broker.bootstrap, "java-group",
+                        ",".join(topics), str(len(produced)))
+    # The Java consumer fetches through KIP-227 sessions (by topic id, Fetch v13+): the
+    # broker accepted incremental fetches in them.
+    assert watch.most_sessions >= 1 and watch.highest_epoch > 1
     records = lines(out, "record")
     assert sorted((r["topic"], r["key"], r["value"], r["headers"]) for r in records) == sorted(
         (f"java-{codec}", f"k-{acks}-{i}", f"v-{codec}-{acks}-{i}", f"codec:{codec},acks:{acks}")

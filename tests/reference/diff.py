@@ -4,14 +4,14 @@ brokers must differ, compared field by field.
 
 Normalised, and only these: the cluster id; the node's own id wherever a node id stands
 (other ids such as -1 are kept); the node's own host and port; topic ids other than the
-zero id; timestamps; throttle times; error-message text (whether there is one is kept;
-Kafka's empty message counts as none); the random part of a generated member id
-(``<client id>-<uuid>``: the client id before it is kept). Everything else must be
-equal. Lists of entities are compared as sets (Kafka gives topics and partitions in hash
-order) unless ``ordered=True``. A test may leave out fields outside its concern with
-``ignore``, dotted field names from the response down (``"topics.configs"``), saying why;
-a field left out because the brokers differ names its entry in DIFFERENCES.md
-(``conformance.known``).
+zero id; fetch session ids other than 0; timestamps; throttle times; error-message text
+(whether there is one is kept; Kafka's empty message counts as none); the random part of
+a generated member id (``<client id>-<uuid>``: the client id before it is kept).
+Everything else must be equal. Lists of entities are compared as sets (Kafka gives
+topics and partitions in hash order) unless ``ordered=True``. A test may leave out fields
+outside its concern with ``ignore``, dotted field names from the response down
+(``"topics.configs"``), saying why; a field left out because the brokers differ names
+its entry in DIFFERENCES.md (``conformance.known``).
 """
 
 from __future__ import annotations
@@ -144,6 +144,8 @@ def normalise(value: Any, side: Side, *, ordered: bool = False,
         return "<zero-uuid>" if value == ZERO_UUID else "<topic-id>"
     if name == "producer_id" and isinstance(value, int) and value >= 0:
         return "<producer-id>"  # each broker hands out its own
+    if name == "session_id" and isinstance(value, int) and value != 0:
+        return "<session-id>"  # a fetch session's: random on each broker (0: none)
     if name.startswith("throttle_time"):
         return "<throttle>"
     if name in MEMBER_ID_FIELDS and isinstance(value, str) and (

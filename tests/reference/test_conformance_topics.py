@@ -376,6 +376,7 @@ SETUP_KEYS = frozenset({"broker.id", "listeners", "advertised.listeners",
                         "inter.broker.listener.name"})
 KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format",
                                  "logging.level"})  # D9
+KAFKA_INTERNAL_KEYS = frozenset({"min.incremental.fetch.session.eviction.ms"})  # D16
 RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
 # D12: the network limits (from the network branch: absent before it, then compared).
 NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
@@ -403,8 +404,10 @@ def tls_read_only_as_kafka(answers: Answers) -> Answers:
 
 def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
     documented("D9")
+    documented("D16")
     keys = tuple(sorted(k.name for k in schema_keys(BrokerConfig).values()
-                        if k.name not in SETUP_KEYS | KAFKERNEL_ONLY_KEYS))
+                        if k.name not in SETUP_KEYS | KAFKERNEL_ONLY_KEYS
+                        | KAFKA_INTERNAL_KEYS))
     answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", keys, synonyms=True,
                                          documentation=v >= 3))
     answers = drop_configs(answers, "D3", ("min.insync.replicas",))

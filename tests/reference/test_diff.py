@@ -77,3 +77,16 @@ def test_a_generated_member_id_keeps_its_client_id() -> None:
                                              r"kafkernel='other-<uuid>'"):
         assert_same(joined(f"app-{uuid.uuid4()}"), KAFKA, joined(f"other-{uuid.uuid4()}"),
                     KAFKERNEL)
+
+
+def test_a_fetch_session_id_is_compared_for_being_one() -> None:
+    from kio.schema.fetch.v17 import response as fetch
+
+    def fetched(session_id: int) -> object:
+        return fetch.FetchResponse(throttle_time=datetime.timedelta(0),
+                                   error_code=ErrorCode.none, session_id=session_id,
+                                   responses=())
+
+    assert_same(fetched(12345), KAFKA, fetched(999), KAFKERNEL)
+    with pytest.raises(AssertionError, match=r"session_id: kafka='<session-id>' kafkernel=0"):
+        assert_same(fetched(12345), KAFKA, fetched(0), KAFKERNEL)

@@ -15,6 +15,7 @@ import pytest
 
 from kernel.cluster import BrokerRegistration, ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig, LoadedConfig, load_config
+from kernel.fetch_session import FetchSessionCache
 from kernel.handlers import describe_configs, list_offsets
 from kernel.handlers.config_entries import ConfigResourceType, ConfigSource
 from kernel.log.manager import LogManager
@@ -61,6 +62,7 @@ class Services:
     produce_purgatory: Purgatory[Any]
     fetch_purgatory: Purgatory[Any]
     delete_records_purgatory: Purgatory[Any]
+    fetch_sessions: FetchSessionCache
     metrics: BrokerMetrics
     log: Any
     refused_input_notices: Notices = field(default_factory=Notices)
@@ -93,7 +95,10 @@ def services(tmp_path: Path) -> Iterator[Services]:
     metadata = StaticMetadata(image())
     replicas.apply_image(None, metadata.image)
     metrics = BrokerMetrics(BROKER_ID)
-    yield Services(config, loaded, metadata, replicas, logs, *purgatories, metrics, log)
+    sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                 config.min_incremental_fetch_session_eviction_ms)
+    yield Services(config, loaded, metadata, replicas, logs, *purgatories, sessions, metrics,
+                   log)
     metrics.close()
     logs.close()
 

@@ -133,6 +133,47 @@ def test_followers_replicate_and_the_high_watermark_waits_for_the_isr(
         f"v{i}".encode() for i in range(200))
 
 
+def _follower_sessions(leader: EmbeddedBroker) -> list[tuple[int, int, int]]:
+    """(id, epoch, partitions) of the privileged (followers') fetch sessions at
+    ``leader``, read on its loop."""
+    cache = leader.broker.fetch_sessions
+
+    async def read() -> list[tuple[int, int, int]]:
+        return [(s.id, s.epoch, len(s.partitions)) for s in cache.sessions() if s.privileged]
+
+    return leader.call(read())
+
+
+def test_followers_fetch_in_sessions_and_start_over_when_theirs_is_gone(
+        zk_broker_factory: Factory) -> None:
+    """Each follower keeps one incremental fetch session at the leader (KIP-227); when the
+    leader no longer has it (FETCH_SESSION_ID_NOT_FOUND), the follower opens another
+    with a full fetch and replication goes on."""
+    brokers = _cluster(zk_broker_factory)
+    topic = "sessions"
+    _create_topic(brokers, topic, partitions=2)
+    leader = _by_id(brokers, _state(brokers[0], topic, 0).leader)
+    # Partition 1 may be led elsewhere: one session per (follower, leader) pair holds
+    # what that follower fetches there.
+    _wait("two follower sessions past their first incremental fetch", lambda: len(
+        [s for s in _follower_sessions(leader) if s[1] > 1]) == 2)
+    before = {s[0] for s in _follower_sessions(leader)}
+
+    async def forget_all() -> None:
+        cache = leader.broker.fetch_sessions
+        for s in cache.sessions():
+            cache.remove(s.id)
+
+    leader.call(forget_all())
+    acked = _produce(_bootstrap(brokers), topic, [b"after"] * 20)
+    end = max(o for _, o in acked) + 1
+    for b in brokers:
+        _wait(f"broker {b.broker.config.broker_id} to reach {end}",
+              lambda b=b: _replica(b, topic).log.log_end_offset == end)
+    _wait("two new follower sessions", lambda: len(
+        [s for s in _follower_sessions(leader) if s[0] not in before and s[1] > 1]) == 2)
+
+
 def test_a_stopped_follower_leaves_the_isr_and_rejoins_it(
         zk_broker_factory: Factory) -> None:
     brokers = _cluster(zk_broker_factory)
