@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from spark.errors import explain
 from spark.options import ExportOptions, parse_args
 from spark.progress import exported_offsets
 from spark.session import PysparkMissing, build_session
@@ -66,7 +67,8 @@ def main(argv: Sequence[str]) -> int:
 
     from spark.export import start_query
 
-    spark.sparkContext.setLogLevel("ERROR")
+    # A failed query is reported below in one line; Spark's own log of it is a page.
+    spark.sparkContext.setLogLevel("FATAL")
     started = time.monotonic()
     try:
         query = start_query(spark, options, available_now=flags.available_now)
@@ -77,10 +79,11 @@ def main(argv: Sequence[str]) -> int:
             query.stop()
         error = query.exception()
         if error is not None:
-            print(f"export {options.name}: {str(error).splitlines()[0]}", file=sys.stderr)
+            message = error.desc if hasattr(error, "desc") else str(error)
+            print(f"export {options.name}: {explain(message, options)}", file=sys.stderr)
             return 1
     except PySparkException as e:
-        print(f"export {options.name}: {str(e).splitlines()[0]}", file=sys.stderr)
+        print(f"export {options.name}: {explain(str(e), options)}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

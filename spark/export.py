@@ -25,6 +25,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from spark.errors import KAFKA_DEFAULTS, explain
 from spark.options import ExportOptions, parse_args
 from spark.session import PysparkMissing, build_session
 
@@ -52,7 +53,7 @@ def output_frame(spark: Any, options: ExportOptions) -> Any:
         reader = reader.option("subscribePattern", options.topic_pattern)
     if options.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
-    for key, value in options.kafka.items():
+    for key, value in {**KAFKA_DEFAULTS, **options.kafka}.items():
         reader = reader.option("kafka." + key, value)
     df = reader.load().select(*TABLE_COLUMNS)
     # The session's time zone is UTC (spark.session): a record's date is its UTC date.
@@ -89,18 +90,19 @@ def run(options: ExportOptions, *, available_now: bool = False,
     try:
         try:
             query = start_query(spark, options, available_now=available_now)
-        except PySparkException as e:  # refused before it ran (a bad option, a bad path)
-            raise ExportFailed(str(e)) from e
-        # The supervisor (plugins/spark_sink) reads this line as "running".
-        print(f"{STARTED_PREFIX} {options.name}", flush=True)
-        # Poll rather than block in the JVM, so a stop request is seen within a second.
-        while query.isActive and not (stop is not None and stop.is_set()):
-            query.awaitTermination(1)
-        if query.isActive:
-            query.stop()
-        error = query.exception()
+            # The supervisor (plugins/spark_sink) reads this line as "running".
+            print(f"{STARTED_PREFIX} {options.name}", flush=True)
+            # Poll rather than block in the JVM, so a stop request is seen within a second.
+            while query.isActive and not (stop is not None and stop.is_set()):
+                query.awaitTermination(1)
+            if query.isActive:
+                query.stop()
+            error = query.exception()
+        except PySparkException as e:  # refused before it ran, or failed while awaited
+            raise ExportFailed(explain(str(e), options)) from e
         if error is not None:
-            raise ExportFailed(error.desc if hasattr(error, "desc") else str(error))
+            raise ExportFailed(explain(error.desc if hasattr(error, "desc") else str(error),
+                                       options))
     finally:
         spark.stop()
 

@@ -32,8 +32,9 @@ class Sent:
                 .replace(tzinfo=None), 0, self.headers)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(bootstrap: str, topic: str, partitions: int,
+                 conf: dict[str, Any] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(30)
 
 
@@ -81,10 +82,11 @@ def expected(topic: str, sent: list[Sent]) -> list[tuple[Any, ...]]:
     return sorted((s.row(topic) for s in sent), key=lambda t: (t[2], t[3], t[4]))
 
 
-def consume_all(bootstrap: str, topic: str, n: int, timeout: float = 30.0) -> list[Any]:
+def consume_all(bootstrap: str, topic: str, n: int, timeout: float = 30.0,
+                conf: dict[str, Any] | None = None) -> list[Any]:
     """``n`` messages of every partition of ``topic`` from the start (no group)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, **(conf or {})})
     meta = consumer.list_topics(topic, timeout=10).topics[topic]
     consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
     got: list[Any] = []

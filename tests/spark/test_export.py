@@ -29,6 +29,25 @@ def ends(topic: str, sent: list[Any]) -> dict[tuple[str, int], int]:
     return out
 
 
+def assert_table(spark: Any, options: ExportOptions, sent: list[Any]) -> None:
+    """The table holds each record sent exactly once, with its key, value and date, in
+    one directory per date."""
+    table = spark.read.parquet(options.path)
+    got = table.select("topic", "partition", "offset", "key", "value", "date").collect()
+    counts = Counter((r["partition"], r["offset"]) for r in got)
+    assert [k for k, n in counts.items() if n > 1] == []
+    assert sorted(counts) == sorted((s.partition, s.offset) for s in sent)
+    by_offset = {(r["partition"], r["offset"]): r for r in got}
+    for s in sent:
+        row = by_offset[(s.partition, s.offset)]
+        assert (bytes(row["value"]), row["key"] and bytes(row["key"])) == (s.value, s.key)
+        assert row["date"] == datetime.datetime.fromtimestamp(
+            s.timestamp_ms / 1000, datetime.UTC).date()
+    # Partitioned by the records' date: one directory per day.
+    assert {p.name for p in Path(options.path).glob("date=*")} == {
+        f"date={d}" for d in {r["date"] for r in got}}
+
+
 def test_export_writes_each_record_once_partitioned_by_date(
         spark: Any, kafkernel: EmbeddedBroker, topic_name: str, tmp_path: Path) -> None:
     """One run that exports what the topic holds, in several micro-batches, then stops
@@ -46,20 +65,7 @@ def test_export_writes_each_record_once_partitioned_by_date(
     job.stop()
     assert exported_offsets(options.checkpoint_location) == ends(topic_name, sent)
 
-    table = spark.read.parquet(options.path)
-    got = table.select("topic", "partition", "offset", "key", "value", "date").collect()
-    counts = Counter((r["partition"], r["offset"]) for r in got)
-    assert [k for k, n in counts.items() if n > 1] == []
-    assert sorted(counts) == sorted((s.partition, s.offset) for s in sent)
-    by_offset = {(r["partition"], r["offset"]): r for r in got}
-    for s in sent:
-        row = by_offset[(s.partition, s.offset)]
-        assert (bytes(row["value"]), row["key"] and bytes(row["key"])) == (s.value, s.key)
-        assert row["date"] == datetime.datetime.fromtimestamp(
-            s.timestamp_ms / 1000, datetime.UTC).date()
-    # Partitioned by the records' date: one directory per day.
-    assert {p.name for p in Path(options.path).glob("date=*")} == {
-        f"date={d}" for d in {r["date"] for r in got}}
+    assert_table(spark, options, sent)
     # Several micro-batches, each committed.
     assert len(list(Path(options.checkpoint_location, "commits").iterdir())) >= 3
 
