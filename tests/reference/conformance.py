@@ -194,7 +194,8 @@ def create_topic(pair: Pair, name: str, partitions: int = 1,
     for side in (pair.kafka, pair.kafkernel):
         (result,) = side.send(request).topics
         assert result.error_code == ErrorCode.none, (side.label, result)
-        wait_for(side, f"{name} is led", lambda s=side: led(s, name, partitions))
+        wait_for(side, f"{name} is led", lambda s=side: led(s, name, partitions)
+                 and served(s, name, partitions))
 
 
 def led(side: Side, name: str, partitions: int) -> bool:
@@ -203,6 +204,16 @@ def led(side: Side, name: str, partitions: int) -> bool:
                               allow_auto_topic_creation=False)).topics
     return (topic.error_code == ErrorCode.none and len(topic.partitions) == partitions
             and all(p.leader_id >= 0 for p in topic.partitions))
+
+
+def served(side: Side, name: str, partitions: int) -> bool:
+    """Every partition answers ListOffsets: Kafka's Metadata can name a leader before its
+    replica manager leads the partition (a Produce then gets NOT_LEADER_OR_FOLLOWER)."""
+    (topic,) = side.send(body(2, 7, replica_id=-1, isolation_level=0, topics=(part(
+        2, 7, "ListOffsetsTopic", name=name, partitions=tuple(part(
+            2, 7, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1,
+            timestamp=-1) for i in range(partitions))),))).topics
+    return all(p.error_code == ErrorCode.none for p in topic.partitions)
 
 
 def topic_id_of(side: Side, name: str) -> uuid.UUID:
