@@ -10,6 +10,7 @@ import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
+import uvloop
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
@@ -105,8 +106,14 @@ def test_a_peer_that_closes_or_never_answers() -> None:
     assert isinstance(late, BrokerConnectionError) and "timed out" in str(late)
 
 
-def test_a_good_answer() -> None:
-    (response,) = asyncio.run(_with_peer(_answers_well))
+# The broker runs on uvloop, whose transports differ from asyncio's (they are not
+# asyncio.Transport subclasses, and fill a buffered protocol their own way).
+LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_good_answer(loop: str) -> None:
+    (response,) = LOOPS[loop](_with_peer(_answers_well))
     assert isinstance(response, ApiVersionsResponse)
     assert response.error_code == ErrorCode.none
 
@@ -120,3 +127,19 @@ def test_nothing_listening() -> None:
         return e.value
 
     assert "ConnectionRefusedError" in str(asyncio.run(refused()))
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_an_answer_in_pieces(loop: str) -> None:
+    """The size prefix and the frame may arrive split anywhere, over several reads."""
+
+    async def in_pieces(frame: bytes, writer: asyncio.StreamWriter) -> None:
+        answer = _good(frame)
+        for cut in (1, 3, 6, len(answer)):  # inside the prefix, across it, the rest
+            writer.write(answer[:cut])
+            answer = answer[cut:]
+            await writer.drain()
+            await asyncio.sleep(0.01)
+
+    responses = LOOPS[loop](_with_peer(in_pieces, requests=2))
+    assert all(isinstance(r, ApiVersionsResponse) for r in responses)
