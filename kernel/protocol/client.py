@@ -223,11 +223,17 @@ class BrokerConnection:
             raise
 
     async def _exchange(self, body: Any) -> Any:
-        if self._protocol is None or (self._reauthenticate_at is not None and
-                                    time.monotonic() >= self._reauthenticate_at):
+        # A connection the peer closed since the last answer is replaced, not written to.
+        if self._protocol is None or self._closed_by_peer() or (
+                self._reauthenticate_at is not None and
+                time.monotonic() >= self._reauthenticate_at):
             self.close()
             await self._connect()
         return await self._round_trip(body)
+
+    def _closed_by_peer(self) -> bool:
+        transport = self._protocol.transport if self._protocol is not None else None
+        return transport is None or transport.is_closing()
 
     async def _connect(self) -> None:
         max_bytes = self._max_response_bytes
@@ -268,7 +274,10 @@ class BrokerConnection:
         assert protocol is not None and protocol.transport is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         sent = self._correlation_id
-        protocol.transport.write(encode_request(body, sent, self._client_id))
+        try:
+            protocol.transport.write(encode_request(body, sent, self._client_id))
+        except RuntimeError as e:  # uvloop: the transport closed under us
+            raise BrokerConnectionError(f"{self.host}:{self.port}: {e}") from None
         await protocol.drained()
         try:
             frame = await protocol.next_frame()

@@ -143,3 +143,38 @@ def test_an_answer_in_pieces(loop: str) -> None:
 
     responses = LOOPS[loop](_with_peer(in_pieces, requests=2))
     assert all(isinstance(r, ApiVersionsResponse) for r in responses)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_connection_the_peer_closed_between_requests_is_replaced(loop: str) -> None:
+    """A leader that closed an idle follower connection: the next request opens a new
+    one instead of writing to the closed transport (uvloop raises RuntimeError there)."""
+    connections = 0
+
+    async def run() -> list[object]:
+        nonlocal connections
+
+        async def answer_once(reader: asyncio.StreamReader,
+                              writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            writer.write(_good(await reader.readexactly(size)))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer_once, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        connection = BrokerConnection("127.0.0.1", port, client_id="t", timeout_s=2.0)
+        try:
+            first = await connection.request(REQUEST)
+            await asyncio.sleep(0.2)  # the close reaches the client
+            return [first, await connection.request(REQUEST)]
+        finally:
+            connection.close()
+            server.close()
+            await server.wait_closed()
+
+    outcomes = LOOPS[loop](run())
+    assert all(isinstance(o, ApiVersionsResponse) for o in outcomes), outcomes
+    assert connections == 2

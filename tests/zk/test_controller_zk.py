@@ -70,8 +70,10 @@ def backend(b: EmbeddedBroker) -> Any:
 
 
 def partition(b: EmbeddedBroker, topic: str, index: int = 0) -> PartitionState:
-    state = backend(b).image.partition(topic, index)
-    assert state is not None
+    """The partition as ``b``'s image has it, once it has it: a broker learns a new
+    topic from a watch, a moment after the controller wrote it."""
+    state: PartitionState = _wait(lambda: backend(b).image.partition(topic, index),
+                                  f"{topic}-{index} in the image of a broker")
     return state
 
 
