@@ -70,18 +70,23 @@ async def _write_local(broker: PluginServices, marker: TxnMarker,
     return dict(answer.errors)
 
 
-async def _write_remote(broker: PluginServices, leader: int, marker: TxnMarker,
-                        partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+def _by_topic(partitions: Sequence[TopicPartition]) -> dict[str, tuple[int, ...]]:
+    """The wire's grouping: each topic with its partition indexes, in order."""
     by_topic: dict[str, list[int]] = {}
     for topic, index in partitions:
         by_topic.setdefault(topic, []).append(index)
+    return {topic: tuple(indexes) for topic, indexes in by_topic.items()}
+
+
+async def _write_remote(broker: PluginServices, leader: int, marker: TxnMarker,
+                        partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
     request = markers_request.WriteTxnMarkersRequest(markers=(
         markers_request.WritableTxnMarker(
             producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
             transaction_result=marker.result is TransactionResult.COMMIT,
             topics=tuple(markers_request.WritableTxnMarkerTopic(
-                name=topic, partition_indexes=tuple(indexes))
-                for topic, indexes in by_topic.items()),
+                name=topic, partition_indexes=indexes)
+                for topic, indexes in _by_topic(partitions).items()),
             coordinator_epoch=marker.coordinator_epoch),))
     try:
         response = await broker.send_to_broker(leader, request)
@@ -105,16 +110,12 @@ async def ask_coordinator(broker: PluginServices, coordinator_id: int, transacti
     """AddPartitionsToTxn v5 for one transaction to broker ``coordinator_id``: verify
     only, or add with ``add``. NETWORK_EXCEPTION when it did not answer; the answer's
     top-level error (CLUSTER_AUTHORIZATION_FAILED) for every partition."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, index in partitions:
-        by_topic.setdefault(topic, []).append(index)
     request = add_request.AddPartitionsToTxnRequest(transactions=(
         add_request.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id,
             producer_epoch=producer_epoch, verify_only=not add,
-            topics=tuple(add_request.AddPartitionsToTxnTopic(name=topic,
-                                                             partitions=tuple(indexes))
-                         for topic, indexes in by_topic.items())),))
+            topics=tuple(add_request.AddPartitionsToTxnTopic(name=topic, partitions=indexes)
+                         for topic, indexes in _by_topic(partitions).items())),))
     try:
         response = await broker.send_to_broker(coordinator_id, request)
     except BrokerConnectionError as e:

@@ -66,7 +66,7 @@ class ClusterError(RuntimeError):
     what and ends with the broker's log tail where one applies."""
 
 
-def wait_until(condition: Callable[[], T | None], what: str, timeout: float,
+def wait_until(condition: Callable[[], T | None], what: str, timeout: float = 30.0,
                interval: float = POLL) -> T:
     """Poll ``condition`` until it returns something truthy; ClusterError after
     ``timeout`` seconds naming ``what``."""
