@@ -8,6 +8,8 @@ missing feature does not stop the other figures.
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import random
 import string
 import subprocess
@@ -21,6 +23,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kernel.protocol.build import make, request_module
+from kernel.protocol.client import BrokerConnection, BrokerConnectionError
+from kernel.protocol.records import SimpleRecord, build_batch
 from reference import tools
 from reference.kafka import JVM_OPTIONS as KAFKA_JVM_OPTIONS
 
@@ -271,6 +276,68 @@ def produce_confluent(bootstrap: str, topic: str, value: bytes, records: int,
     if failed:
         result.error = f"{failed} delivery failures, first: {failures[0].name()}"
     return result
+
+
+# UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+RETRIABLE_PRODUCE_ERRORS = frozenset({3, 5, 6})
+
+
+def produce_batches(bootstrap: str, topic: str, value: bytes, records: int,
+                    partitions: int, per_batch: int, timeout_s: float) -> RunResult:
+    """Send ``records`` as batches of ``per_batch`` records, spread evenly over
+    ``partitions``, acks=1, one Produce at a time. A client cuts its batches by timing
+    (linger, in-flight answers); these are cut by count, so two brokers given the same
+    arguments hold the same batches, and their consumers' fetches hold the same records."""
+    result = RunResult()
+    start = time.perf_counter()
+    try:
+        asyncio.run(_produce_batches(bootstrap, topic, value, records, partitions,
+                                     per_batch, timeout_s))
+        result.records, result.bytes = records, records * len(value)
+    except (BrokerConnectionError, RuntimeError) as e:
+        result.error = _error_text(e)
+    except TimeoutError:
+        result.timed_out = True
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+async def _produce_batches(bootstrap: str, topic: str, value: bytes, records: int,
+                           partitions: int, per_batch: int, timeout_s: float) -> None:
+    m = request_module(0, 9)  # Produce v9: topics by name, served by Kafka 4 and Kafkernel
+    host, port = bootstrap.rsplit(":", 1)
+    connection = BrokerConnection(host, int(port), client_id="bench-produce-batches",
+                                  timeout_s=timeout_s)
+    try:
+        left = [records // partitions + (p < records % partitions) for p in range(partitions)]
+        batches: dict[int, bytes] = {}
+        async with asyncio.timeout(timeout_s):
+            while any(left) or batches:
+                for p, n in enumerate(left):
+                    if n and p not in batches:
+                        count = min(n, per_batch)
+                        now = int(time.time() * 1000)
+                        batches[p] = build_batch([SimpleRecord(value, timestamp=now)] * count)
+                        left[p] -= count
+                response = await connection.request(make(
+                    m.ProduceRequest, transactional_id=None, acks=1,
+                    timeout=datetime.timedelta(seconds=30),
+                    topic_data=(make(m.TopicProduceData, name=topic, partition_data=tuple(
+                        make(m.PartitionProduceData, index=p, records=b)
+                        for p, b in batches.items())),)))
+                retry = False
+                for answer in response.responses[0].partition_responses:
+                    code = int(answer.error_code)
+                    if code == 0:
+                        del batches[answer.index]
+                    elif code in RETRIABLE_PRODUCE_ERRORS:  # a topic not ready yet
+                        retry = True
+                    else:
+                        raise RuntimeError(f"partition {answer.index}: error {code}")
+                if retry:
+                    await asyncio.sleep(0.1)
+    finally:
+        connection.close()
 
 
 def kcat_properties(properties: Mapping[str, str]) -> list[str]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.brokers import AdminBroker, KafkaBroker, KafkernelBroker
-from bench.clients import produce_confluent
+from bench.clients import produce_batches
 from spark.options import ExportOptions
 from spark.progress import exported_offsets
 from spark.session import build_session
@@ -70,9 +70,8 @@ def export(spark: Any, bootstrap: str, records: int, table: Path, master: str) -
 
 def prepare(broker: AdminBroker, args: argparse.Namespace) -> None:
     broker.create_topics([TOPIC], args.partitions)
-    produced = produce_confluent(broker.bootstrap, TOPIC, b"x" * args.size, args.records,
-                                 {"linger.ms": "5", "acks": "1"}, TIMEOUT_S,
-                                 spread_over=args.partitions)
+    produced = produce_batches(broker.bootstrap, TOPIC, b"x" * args.size, args.records,
+                               args.partitions, args.batch_records, TIMEOUT_S)
     if produced.error or produced.records != args.records:
         raise RuntimeError(f"produce failed on {broker.name}: {produced.error}")
 
@@ -110,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--batch-records", type=int, default=1000,
+                        help="records in each produced batch (the same on both brokers)")
     parser.add_argument("--runs", type=int, default=4,
                         help="an even number: each broker goes first as often")
     parser.add_argument("--master", default="local[2]",
