@@ -31,7 +31,7 @@ from spark.session import PysparkMissing, build_session
 
 __all__ = ["STARTED_PREFIX", "main", "output_frame", "start_query"]
 
-STARTED_PREFIX = "export query started:"
+STARTED_PREFIX = "export query running:"
 TABLE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
                  "timestampType", "headers")
 
@@ -90,11 +90,16 @@ def run(options: ExportOptions, *, available_now: bool = False,
     try:
         try:
             query = start_query(spark, options, available_now=available_now)
-            # The supervisor (plugins/spark_sink) reads this line as "running".
-            print(f"{STARTED_PREFIX} {options.name}", flush=True)
+            announced = False
             # Poll rather than block in the JVM, so a stop request is seen within a second.
             while query.isActive and not (stop is not None and stop.is_set()):
                 query.awaitTermination(1)
+                if not announced and query.lastProgress is not None:
+                    # The first trigger is done: the source reached the brokers and read
+                    # their offsets. The supervisor (plugins/spark_sink) reads this line
+                    # as "running"; a query that fails before it was never running.
+                    print(f"{STARTED_PREFIX} {options.name}", flush=True)
+                    announced = True
             if query.isActive:
                 query.stop()
             error = query.exception()

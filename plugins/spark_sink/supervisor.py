@@ -30,7 +30,7 @@ __all__ = ["ExportState", "ExportSupervisor"]
 
 class ExportState(enum.Enum):
     STARTING = "starting"  # the child is starting (its JVM, the connector's resolution)
-    RUNNING = "running"    # the child's streaming query has started
+    RUNNING = "running"    # the child's streaming query has done its first trigger
     BACKOFF = "backoff"    # the child exited; waiting to start it again
     STOPPED = "stopped"
 

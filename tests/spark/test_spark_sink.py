@@ -24,7 +24,8 @@ TOPIC = "orders"
 
 
 def sink_broker(workdir: Path, table: Path, metrics_port: int,
-                data: Path | None = None, port: int | None = None) -> BrokerProcess:
+                data: Path | None = None, port: int | None = None,
+                export_options: str = "") -> BrokerProcess:
     broker = BrokerProcess(workdir, f"metrics.port={metrics_port}",
                            plugins=("metadata_kraft", "coordinator", "txn", "spark_sink"),
                            data=data, port=port)
@@ -43,6 +44,7 @@ master = "local[1]"
 "trigger.interval" = "500 milliseconds"
 "partition.by" = ["date"]
 conf = {{"spark.driver.memory" = "512m"}}
+{export_options}
 """)
     return broker
 
@@ -77,8 +79,10 @@ def test_sink_exports_exactly_once_across_a_killed_job_and_a_broker_restart(
         create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         sent += produce(broker.bootstrap, TOPIC, 40, PARTITIONS)
         wait_until(exported_all, "the first records exported", broker)
-        assert sample(scrape(metrics_port), "kafkernel_spark_export_state",
-                      export="orders", state="running") == 1.0
+        # Running is reported within a second of the query's first trigger.
+        wait_until(lambda: sample(scrape(metrics_port), "kafkernel_spark_export_state",
+                                  export="orders", state="running") == 1.0,
+                   "the export's state running", broker)
         wait_until(lambda: sample(scrape(metrics_port), "kafkernel_spark_export_lag",
                                   export="orders", topic=TOPIC, partition="0") == 0.0,
                    "lag 0 in the metrics", broker)
@@ -115,6 +119,37 @@ def test_sink_exports_exactly_once_across_a_killed_job_and_a_broker_restart(
     assert sorted(counts) == sorted((s.partition, s.offset) for s in sent)
     assert {(r["partition"], r["offset"]): bytes(r["value"]) for r in got} == {
         (s.partition, s.offset): s.value for s in sent}
+
+
+def test_an_export_that_reaches_no_broker_is_never_running_and_is_restarted(
+        tmp_path: Path) -> None:
+    """An export whose bootstrap servers do not answer fails its first trigger: the
+    broker logs its one-line reason and starts it again, and its state never says
+    running (it did while the query had started but not yet reached a broker)."""
+    dead, metrics_port = free_port(), free_port()
+    broker = sink_broker(tmp_path, tmp_path / "table", metrics_port, export_options=(
+        f'"bootstrap.servers" = "127.0.0.1:{dead}"\n'
+        'kafka = {"default.api.timeout.ms" = "3000", "request.timeout.ms" = "3000"}')
+    ).start()
+    states: set[str] = set()
+
+    def exited() -> bool:
+        states.update(state for state in ("starting", "running", "backoff") if sample(
+            scrape(metrics_port), "kafkernel_spark_export_state", export="orders",
+            state=state) == 1.0)
+        return any(e.get("event") == "spark export exited; restarting"
+                   for e in broker.events())
+
+    try:
+        wait_until(exited, "the export to fail", broker)
+        wait_until(lambda: len(export_pids(broker)) == 2, "the export restarted", broker)
+    finally:
+        broker.stop()
+    (first, *_) = [e for e in broker.events()
+                   if e.get("event") == "spark export exited; restarting"]
+    assert first["reason"].startswith(f"no broker answered at 127.0.0.1:{dead}"), first
+    assert not [e for e in broker.events() if e.get("event") == "spark export running"]
+    assert "running" not in states and "starting" in states, states
 
 
 @pytest.mark.parametrize(("exports", "problem"), [
