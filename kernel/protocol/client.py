@@ -28,9 +28,10 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from kernel.protocol.sasl_client import SaslClientError, SaslCredentials, client_for
+from kernel.protocol.writer import compiled_writer
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
@@ -46,7 +47,7 @@ class BrokerConnectionError(Exception):
 
 @cache
 def _request_writers(request_type: type) -> tuple[Any, Any]:
-    return entity_writer(request_type.__header_schema__), entity_writer(request_type)
+    return compiled_writer(request_type.__header_schema__), compiled_writer(request_type)
 
 
 @cache

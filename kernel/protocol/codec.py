@@ -21,9 +21,10 @@ from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from kernel.protocol.guard import MalformedFrame, request_guard
+from kernel.protocol.writer import compiled_writer
 
 API_VERSIONS_KEY = 18
 _HEAD = struct.Struct(">hhi")
@@ -90,7 +91,7 @@ def response_codec(api_key: int, api_version: int) -> tuple[Any, Any, bool]:
     """(response class, body writer, flexible header?)"""
     cls = load_response_schema(api_key, api_version)
     flexible_header = api_key != API_VERSIONS_KEY and cls.__header_schema__.__version__ >= 1
-    return cls, entity_writer(cls), flexible_header
+    return cls, compiled_writer(cls), flexible_header
 
 
 # Values at least this large (records in Fetch responses) are sent from the object the
