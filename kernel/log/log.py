@@ -700,6 +700,29 @@ class Log:
                 self._callbacks.on_log_start_offset_changed(self)
         return len(doomed)
 
+    # -- compaction ---------------------------------------------------------------------
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """producer id -> (last data offset, None when its last entry is a marker;
+        epoch): the batches the cleaner keeps for the producers' sequence state."""
+        out: dict[int, tuple[int | None, int]] = {}
+        for pid, entry in self._producer_state.producers.items():
+            last = entry.batches[-1].last_offset if entry.batches else None
+            out[pid] = (last, entry.producer_epoch)
+        return out
+
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment],
+        after_step: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Swap the cleaner's segment in for ``old`` (see
+        :meth:`LocalLog.replace_segments`); False when the log changed meanwhile."""
+        self._check_open()
+        try:
+            return self._local.replace_segments(new, old, after_step)
+        except OSError as e:
+            raise storage_error(self.name, e) from e
+
     # -- truncation ---------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
