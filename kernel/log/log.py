@@ -80,6 +80,8 @@ class LogCallbacks:
     on_log_start_offset_changed: Callable[[Log], None] | None = None
     # Remove these ``.deleted`` files after the delay (ms); without it they go at once.
     delete_files_later: DeleteFilesLater | None = None
+    # Told before truncation removes everything from the offset on (the cleaner aborts).
+    on_truncation: Callable[[Log, int], None] | None = None
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -742,6 +744,8 @@ class Log:
         if offset < local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        if self._callbacks.on_truncation is not None:
+            self._callbacks.on_truncation(self, offset)
         local.truncate_to(offset)
         self._log_start_offset = min(self._log_start_offset, offset)
         self._epochs.truncate_from_end(offset)
@@ -754,6 +758,8 @@ class Log:
         behind the leader's log start offset)."""
         self._check_open()
         now = _wall_ms() if now_ms is None else now_ms
+        if self._callbacks.on_truncation is not None:
+            self._callbacks.on_truncation(self, new_offset)
         self._local.truncate_fully_and_start_at(new_offset, now)
         self._log_start_offset = new_offset
         self._epochs.clear()

@@ -3,6 +3,7 @@ safety at every step, and coordination with truncation."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from kernel.log.cleaner import LogCleaningAbortedError
 from kernel.log.log import Log
 from kernel.log.log_cleaner import LogCleaner
 from kernel.log.log_config import LogConfig
+from kernel.log.manager import LogManager
 from kernel.log.validator import AppendOrigin
 from kernel.protocol.records import (
     DELETE_HORIZON_FLAG,
@@ -246,3 +248,24 @@ def _consistent(got: list[Any], old: list[Any],
     offsets = [o for o, _, _ in got]
     return (offsets == sorted(set(offsets)) and set(got) <= set(old)
             and all((o, k, v) in got for k, (o, v) in latest.items()))
+
+
+def test_the_log_managers_cleaner_thread_cleans_in_the_background(tmp_path: Path) -> None:
+    config = replace_settings(BrokerConfig(), {"log.cleaner.backoff.ms": 20})
+
+    async def scenario() -> None:
+        manager = LogManager([tmp_path], config, time_ms=lambda: NOW)
+        await manager.start()
+        log = manager.get_or_create_log("t", 0, COMPACT)
+        latest = workload(log)
+        for _ in range(200):
+            if manager.cleaner is not None and manager.cleaner.runs:
+                break
+            await asyncio.sleep(0.02)  # the loop stays free while the thread cleans
+        assert records(log) == sorted((o, k, v) for k, (o, v) in latest.items())
+        log.truncate_to(10)  # the cleaner's checkpoint moves back with it
+        assert manager.cleaner is not None
+        assert manager.cleaner.manager.checkpoint(tmp_path, TP) == 10
+        await manager.stop()
+
+    asyncio.run(scenario())
