@@ -72,9 +72,12 @@ class LogCleanerManager:
                 self._checkpoints[directory] = {}
                 if on_error is not None:
                     on_error("ignoring unreadable cleaner checkpoint", e)
-        # Kafka's dirtiest-log ratio and the last clean, for metrics
+        # For metrics, read from another thread: the dirtiest-log ratio, each compacted
+        # log's ratio (a new dict each run) and when a thread last looked (Kafka's
+        # timeOfLastRun).
         self.dirtiest_ratio = 0.0
         self.dirty_ratios: dict[TopicPartition, float] = {}
+        self.last_run_ms: int | None = None
 
     # -- states -----------------------------------------------------------------------
 
@@ -258,6 +261,7 @@ class LogCleanerManager:
                 candidates.append(ltc)
         self.dirty_ratios = ratios
         self.dirtiest_ratio = max(ratios.values(), default=0.0)
+        self.last_run_ms = now_ms
         if not candidates:
             return None
         filthiest = max(candidates, key=lambda c: c.cleanable_ratio)

@@ -61,7 +61,7 @@ class LogCleaner:
     ) -> None:
         self._log = logger
         self._observer = observer or CleanerObserver()
-        self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
+        self.time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
         self.manager = LogCleanerManager(
             log_dirs, logs, high_watermark=high_watermark, on_error=self._error)
         self._stop = threading.Event()
@@ -74,7 +74,7 @@ class LogCleaner:
                 io_buffer_size=max(config.log_cleaner_io_buffer_size // self.threads // 2,
                                    64 * 1024),
                 throttler=self.throttler, check_done=self.manager.check_cleaning_aborted,
-                swap=self._swap, time_ms=self._time_ms,
+                swap=self._swap, time_ms=self.time_ms,
             )
             for _ in range(self.threads)
         ]
@@ -145,7 +145,7 @@ class LogCleaner:
         cleaner = cleaner or self._cleaners[0]
         if self._stop.is_set() and self._loop is not None:
             return False
-        ltc = self._on_loop(self.manager.grab_filthiest_compacted_log, self._time_ms())
+        ltc = self._on_loop(self.manager.grab_filthiest_compacted_log, self.time_ms())
         if ltc is None:
             return False
         self.clean_log(cleaner, ltc)
@@ -158,7 +158,7 @@ class LogCleaner:
         try:
             end_offset, stats = cleaner.clean(ltc)
             self.runs += 1
-            self.last_clean_ms[tp] = self._time_ms()
+            self.last_clean_ms[tp] = self.time_ms()
             if self._observer.on_clean is not None:
                 self._observer.on_clean(tp, stats)
         except LogCleaningAbortedError:
