@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import tomllib
 import typing
 from collections.abc import Callable, Mapping
@@ -551,6 +552,33 @@ class BrokerConfig:
         "log.cleaner.min.cleanable.ratio", 0.5, "Dirty ratio that triggers compaction.",
         check=between(0, 1), dynamic=True,
     )
+    log_cleaner_max_compaction_lag_ms: int = setting(
+        "log.cleaner.max.compaction.lag.ms", LONG_MAX, "Maximum age of a record before "
+        "it is eligible for compaction whatever the dirty ratio.",
+        check=at_least(1), dynamic=True,
+    )
+    log_cleaner_enable: bool = setting(
+        "log.cleaner.enable", True, "Run the log cleaner (compacted topics).",
+    )
+    log_cleaner_threads: int = setting(
+        "log.cleaner.threads", 1, "Cleaner threads.", check=int_at_least(0),
+    )
+    log_cleaner_dedupe_buffer_size: int = setting(
+        "log.cleaner.dedupe.buffer.size", 134217728, "Memory of the cleaners' key -> "
+        "offset maps, shared by the threads.", check=at_least(0),
+    )
+    log_cleaner_io_buffer_size: int = setting(
+        "log.cleaner.io.buffer.size", 524288, "Read and write buffer of the cleaners, "
+        "shared by the threads.", check=int_at_least(0),
+    )
+    log_cleaner_io_max_bytes_per_second: float = setting(
+        "log.cleaner.io.max.bytes.per.second", sys.float_info.max, "Cleaner I/O "
+        "(reads plus writes) per second.", check=at_least(0),
+    )
+    log_cleaner_backoff_ms: int = setting(
+        "log.cleaner.backoff.ms", 15000, "Sleep of a cleaner with no log to clean.",
+        check=at_least(0),
+    )
     producer_id_expiration_ms: int = setting(
         "producer.id.expiration.ms", 86400000, "Time after its last write that a "
         "partition forgets an idempotent producer's sequence numbers.",
@@ -704,6 +732,8 @@ def topic_config_keys() -> dict[str, TopicConfigKey]:
         _topic_key("max.message.bytes", "message.max.bytes", lambda b: b.message_max_bytes),
         _topic_key("message.timestamp.type", "log.message.timestamp.type",
                    lambda b: b.log_message_timestamp_type),
+        _topic_key("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+                   lambda b: b.log_cleaner_max_compaction_lag_ms),
         _topic_key("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio",
                    lambda b: b.log_cleaner_min_cleanable_ratio),
         _topic_key("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms",

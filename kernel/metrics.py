@@ -61,6 +61,64 @@ class StateSample:
     fetch_sessions: FetchSessionSample
 
 
+@dataclass(frozen=True, slots=True)
+class CleanerSample:
+    """The log cleaner's state at scrape time (Kafka's LogCleanerManager gauges)."""
+
+    dirty_ratios: dict[tuple[str, int], float]  # compacted partitions, at the last run
+    last_run_ms: int | None  # a cleaner thread last looked for a log to clean
+    last_clean_ms: int | None  # the last clean that completed
+    now_ms: int
+
+
+class _CleanerCollector:
+    def __init__(self, sample: Callable[[], CleanerSample],
+                 last_cleans: dict[str, tuple[float, float, float]]) -> None:
+        self._sample = sample
+        self._last_cleans = last_cleans
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        state = self._sample()
+        ratios = GaugeMetricFamily(
+            "kafkernel_log_cleaner_dirty_ratio", "Cleanable bytes over clean plus "
+            "cleanable bytes of a compacted partition, when the cleaner last looked "
+            "(cleaned above min.cleanable.dirty.ratio).", labels=["topic", "partition"])
+        for (topic, partition), ratio in list(state.dirty_ratios.items()):
+            ratios.add_metric([topic, str(partition)], ratio)
+        yield ratios
+        yield GaugeMetricFamily(
+            "kafkernel_log_cleaner_max_dirty_percent", "The dirtiest compacted "
+            "partition's dirty ratio, in percent (Kafka's max-dirty-percent).",
+            value=100 * max(state.dirty_ratios.values(), default=0.0))
+        # Kafka's per-thread gauges take the worst of each thread's last clean.
+        last = list(self._last_cleans.values())
+        yield GaugeMetricFamily(
+            "kafkernel_log_cleaner_recopy_percent", "Bytes written over bytes recopied "
+            "by the last clean, in percent, worst thread (Kafka's cleaner-recopy-percent).",
+            value=max((r for r, _, _ in last), default=0.0))
+        yield GaugeMetricFamily(
+            "kafkernel_log_cleaner_max_clean_time_seconds", "Duration of the last clean, "
+            "longest thread (Kafka's max-clean-time-secs).",
+            value=max((t for _, t, _ in last), default=0.0))
+        yield GaugeMetricFamily(
+            "kafkernel_log_cleaner_max_buffer_utilization_percent", "Share of the offset "
+            "map the last clean filled, fullest thread (Kafka's "
+            "max-buffer-utilization-percent).", value=max((u for _, _, u in last), default=0.0))
+        # Absent until it happened once: no made-up age.
+        if state.last_run_ms is not None:
+            yield GaugeMetricFamily(
+                "kafkernel_log_cleaner_time_since_last_run_seconds", "Time since a cleaner "
+                "thread last looked for a log to clean (Kafka's time-since-last-run-ms).",
+                value=max(state.now_ms - state.last_run_ms, 0) / 1000)
+        if state.last_clean_ms is not None:
+            yield GaugeMetricFamily(
+                "kafkernel_log_cleaner_time_since_last_clean_seconds", "Time since a clean "
+                "last completed.", value=max(state.now_ms - state.last_clean_ms, 0) / 1000)
+
+
 class _StateCollector:
     def __init__(self, sample: Callable[[], StateSample]) -> None:
         self._sample = sample
@@ -173,6 +231,21 @@ class BrokerMetrics:
             "kafkernel_log_flush_seconds", "Time of one log fsync.", buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        # Kafka's LogCleaner counters; the cleaner threads count, the scrape reads.
+        self.cleaner_runs = Counter(
+            "kafkernel_log_cleaner_runs", "Cleans of a compacted partition that completed.",
+            registry=r)
+        self.cleaner_bytes_read = Counter(
+            "kafkernel_log_cleaner_bytes_read", "Segment bytes the cleaner read, by phase: "
+            "map (building the key -> offset map), recopy (copying what is kept).",
+            ["phase"], registry=r)
+        for phase in ("map", "recopy"):
+            self.cleaner_bytes_read.labels(phase)  # 0 from the start, not absent
+        self.cleaner_bytes_written = Counter(
+            "kafkernel_log_cleaner_bytes_written", "Bytes of cleaned segments written.",
+            registry=r)
+        # cleaner thread -> its last clean's (recopy percent, seconds, map utilization %)
+        self._last_cleans: dict[str, tuple[float, float, float]] = {}
         self._per_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
         # Labelled children are looked up once per API: a label lookup per request
         # would cost more than the counting.
@@ -227,6 +300,21 @@ class BrokerMetrics:
         """Gauges read from the broker's state at scrape time (log size and segments
         per partition, purgatory sizes) instead of being updated on the hot path."""
         self.registry.register(_StateCollector(sample))
+
+    def log_cleaned(self, map_bytes_read: int, bytes_read: int, bytes_written: int,
+                    seconds: float, buffer_utilization: float) -> None:
+        """One completed clean; called from the cleaner thread that did it."""
+        self.cleaner_runs.inc()
+        self.cleaner_bytes_read.labels("map").inc(map_bytes_read)
+        self.cleaner_bytes_read.labels("recopy").inc(bytes_read)
+        self.cleaner_bytes_written.inc(bytes_written)
+        recopy = 100 * bytes_written / bytes_read if bytes_read else 0.0
+        self._last_cleans[threading.current_thread().name] = (
+            recopy, seconds, 100 * buffer_utilization)
+
+    def watch_cleaner(self, sample: Callable[[], CleanerSample]) -> None:
+        """The log cleaner's gauges, read at scrape time."""
+        self.registry.register(_CleanerCollector(sample, self._last_cleans))
 
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics endpoint in a daemon thread; returns the bound port."""

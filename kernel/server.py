@@ -34,9 +34,16 @@ from kernel.config import (
 from kernel.coordination.registry import Coordinators, RegistrationError
 from kernel.fetch_session import FetchSessionCache
 from kernel.handlers import find_coordinator, write_txn_markers
+from kernel.log.log_cleaner import CleanerObserver
 from kernel.log.manager import LogDirError, LogManager
 from kernel.logging import Notices, make_logger
-from kernel.metrics import BrokerMetrics, FetchSessionSample, PartitionSample, StateSample
+from kernel.metrics import (
+    BrokerMetrics,
+    CleanerSample,
+    FetchSessionSample,
+    PartitionSample,
+    StateSample,
+)
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.inter_broker import InterBrokerChannel, inter_broker_sasl
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
@@ -162,7 +169,13 @@ class Broker:
             high_watermark=self._high_watermark_of,
             on_segment_rolled=self.plugins.segment_rolled,
             on_flush=self.metrics.flush_latency.observe,
+            cleaner_observer=CleanerObserver(on_clean=lambda _tp, stats: (
+                self.metrics.log_cleaned(stats.map_bytes_read, stats.bytes_read,
+                                         stats.bytes_written, stats.elapsed_s,
+                                         stats.buffer_utilization))),
         )
+        if self.logs.cleaner is not None:
+            self.metrics.watch_cleaner(self._cleaner_sample)
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
@@ -410,6 +423,15 @@ class Broker:
         exc = context.get("exception")
         self.log.error("unhandled error on the event loop", message=context.get("message"),
                        error=repr(exc) if exc is not None else None)
+
+    def _cleaner_sample(self) -> CleanerSample:
+        """Runs in the metrics HTTP thread: the cleaner replaces what it publishes
+        rather than changing it, so reading is safe."""
+        cleaner = self.logs.cleaner
+        assert cleaner is not None
+        last_cleans = list(cleaner.last_clean_ms.values())
+        return CleanerSample(cleaner.manager.dirty_ratios, cleaner.manager.last_run_ms,
+                             max(last_cleans, default=None), cleaner.time_ms())
 
     def _state_sample(self) -> StateSample:
         """Runs in the metrics HTTP thread: copies before iterating, reads plain ints."""

@@ -1,7 +1,8 @@
 """The kernel's log storage, cut along Kafka's seams: validation, segments, indexes,
 one partition's segment list, its loader, its log, and the log manager. A pure library:
-no sockets, and asyncio only in the manager's periodic tasks. The record batch format
-and its codecs are :mod:`kernel.protocol.records` and :mod:`kernel.protocol.compression`.
+no sockets, and asyncio only in the manager's periodic tasks and the cleaner threads'
+calls back to the event loop. The record batch format and its codecs are
+:mod:`kernel.protocol.records` and :mod:`kernel.protocol.compression`.
 
 - :mod:`kernel.log.validator`: Kafka's LogValidator, the checks of an append and the
   in-place offset assignment (the produce hot path).
@@ -14,6 +15,12 @@ and its codecs are :mod:`kernel.protocol.records` and :mod:`kernel.protocol.comp
 - :mod:`kernel.log.loader`: :class:`LogLoader`, recovery when a log opens.
 - :mod:`kernel.log.log`: :class:`Log` (Kafka's UnifiedLog), one partition.
 - :mod:`kernel.log.manager`: :class:`LogManager`, every log of a broker.
+- Compaction, Kafka's log cleaner: :mod:`kernel.log.log_cleaner` (:class:`LogCleaner`,
+  the cleaner threads, their throttler, the swap handed to the event loop),
+  :mod:`kernel.log.cleaner_manager` (:class:`LogCleanerManager`, the dirtiest eligible
+  log, the log-cleaning states, the cleaner-offset-checkpoint),
+  :mod:`kernel.log.cleaner` (Kafka's Cleaner: one log's clean, off the event loop) and
+  :mod:`kernel.log.offset_map` (SkimpyOffsetMap: key -> last offset, bounded).
 """
 
 from kernel.log.log import (

@@ -31,9 +31,11 @@ from kernel.log.producer_state import (
     read_end_txn_marker,
 )
 from kernel.log.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
@@ -42,7 +44,13 @@ from kernel.log.txn_index import AbortedTxn
 from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import BatchHeader
 
-_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, ".tmp")
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def _offset_from_name(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +128,62 @@ class LogLoader:
                                    txn_index_from)
         return segments, LoadedLogOffsets(start, recovery, log_end_offset)
 
+    def _complete_interrupted_swaps(self) -> None:
+        """Kafka's LogLoader on an interrupted cleaner swap: ``.cleaned`` files (an
+        incomplete clean) go, and so do ``.swap`` files at or above the lowest of them
+        (their swap had not finished being named). The other ``.swap`` files are
+        complete and fsynced: the segment files they replace (base offsets in [first
+        swap base, offset after the last swap batch)) go, and the suffix is dropped."""
+        directory = self.dir
+        cleaned: list[str] = []
+        swaps: list[tuple[int, str]] = []
+        min_cleaned: int | None = None
+        for entry in os.scandir(directory):
+            offset = _offset_from_name(entry.name)
+            if offset is None:
+                continue
+            if entry.name.endswith(CLEANED_SUFFIX):
+                cleaned.append(entry.path)
+                min_cleaned = offset if min_cleaned is None else min(min_cleaned, offset)
+            elif entry.name.endswith(SWAP_SUFFIX):
+                swaps.append((offset, entry.path))
+        for offset, path in swaps:
+            if min_cleaned is not None and offset >= min_cleaned:
+                os.unlink(path)
+        swaps = [(o, p) for o, p in swaps if min_cleaned is None or o < min_cleaned]
+        for path in cleaned:
+            os.unlink(path)
+        if not swaps:
+            return
+        low, high = None, None
+        for offset, path in swaps:
+            if not path.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            segment = LogSegment(
+                directory, offset, index_interval_bytes=self.config.index_interval_bytes,
+                max_index_size=self.config.segment_index_bytes, created_ms=self.now_ms,
+                file_suffix=SWAP_SUFFIX,
+            )
+            next_offset = offset
+            for _, header in segment.scan_headers():
+                next_offset = header.last_offset + 1
+            segment.close_files()
+            low = offset if low is None else min(low, offset)
+            high = next_offset if high is None else max(high, next_offset)
+        if low is not None and high is not None:
+            for entry in os.scandir(directory):
+                offset = _offset_from_name(entry.name)
+                if (offset is not None and low <= offset < high
+                        and entry.name.endswith(_SEGMENT_SUFFIXES)):
+                    os.unlink(entry.path)  # compacted away; its deletion was interrupted
+        for _, path in swaps:
+            os.replace(path, path[: -len(SWAP_SUFFIX)])
+
     def _remove_temp_files_and_collect_bases(self) -> list[int]:
         """Base offsets of the segments in the directory, sorted; temporary files and
-        indexes without a segment are removed on the way."""
+        indexes without a segment are removed on the way, interrupted swaps completed."""
         directory = self.dir
+        self._complete_interrupted_swaps()
         bases: list[int] = []
         for entry in os.scandir(directory):
             name = entry.name

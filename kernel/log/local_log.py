@@ -20,7 +20,13 @@ from pathlib import Path
 
 from kernel.log.checkpoint import fsync_dir
 from kernel.log.log_config import LogConfig
-from kernel.log.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
+from kernel.log.segment import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+)
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.protocol.records import BatchHeader, Chunks
 
@@ -291,6 +297,43 @@ class LocalLog:
                 segment.delete()
             else:
                 later(segment.rename_for_deletion(), self.config.file_delete_delay_ms)
+
+    # -- compaction -----------------------------------------------------------------
+
+    def replace_segments(
+        self, new: LogSegment, old: Sequence[LogSegment],
+        after_step: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Put the cleaner's ``new`` segment (complete, fsynced, named ``.cleaned``) in
+        place of the consecutive segments ``old``, crash-safe as Kafka's
+        replaceSegments: ``.cleaned`` -> ``.swap``, readers switch to the new list, the
+        old files are renamed for deletion, the ``.swap`` suffix goes. A crash at any
+        step leaves what the loader completes or undoes (see :mod:`kernel.log.loader`).
+        False, and nothing changed, when ``old`` is no longer a run of the segment list
+        (retention or truncation removed some meanwhile). ``after_step`` is told each
+        step's name (tests inject crashes there)."""
+        segments = self.segments
+        try:
+            first = segments.index(old[0])
+        except ValueError:
+            return False
+        if (
+            segments[first:first + len(old)] != tuple(old)
+            or first + len(old) >= len(segments)  # never the active segment
+            or new.base_offset != old[0].base_offset
+        ):
+            return False
+
+        def step(name: str) -> Callable[[Path], None]:
+            return lambda path: after_step(f"{name} {path.name}") if after_step else None
+
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX, step("swap"))
+        self._set_segments((*segments[:first], new, *segments[first + len(old):]))
+        self._delete_segments(old)
+        if after_step is not None:
+            after_step("old segments deleted")
+        new.change_file_suffixes(SWAP_SUFFIX, "", step("rename"))
+        return True
 
     # -- truncation -----------------------------------------------------------------
 

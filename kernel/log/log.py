@@ -80,6 +80,8 @@ class LogCallbacks:
     on_log_start_offset_changed: Callable[[Log], None] | None = None
     # Remove these ``.deleted`` files after the delay (ms); without it they go at once.
     delete_files_later: DeleteFilesLater | None = None
+    # Told before truncation removes everything from the offset on (the cleaner aborts).
+    on_truncation: Callable[[Log, int], None] | None = None
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -700,6 +702,29 @@ class Log:
                 self._callbacks.on_log_start_offset_changed(self)
         return len(doomed)
 
+    # -- compaction ---------------------------------------------------------------------
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """producer id -> (last data offset, None when its last entry is a marker;
+        epoch): the batches the cleaner keeps for the producers' sequence state."""
+        out: dict[int, tuple[int | None, int]] = {}
+        for pid, entry in self._producer_state.producers.items():
+            last = entry.batches[-1].last_offset if entry.batches else None
+            out[pid] = (last, entry.producer_epoch)
+        return out
+
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment],
+        after_step: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Swap the cleaner's segment in for ``old`` (see
+        :meth:`LocalLog.replace_segments`); False when the log changed meanwhile."""
+        self._check_open()
+        try:
+            return self._local.replace_segments(new, old, after_step)
+        except OSError as e:
+            raise storage_error(self.name, e) from e
+
     # -- truncation ---------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -719,6 +744,8 @@ class Log:
         if offset < local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        if self._callbacks.on_truncation is not None:
+            self._callbacks.on_truncation(self, offset)
         local.truncate_to(offset)
         self._log_start_offset = min(self._log_start_offset, offset)
         self._epochs.truncate_from_end(offset)
@@ -731,6 +758,8 @@ class Log:
         behind the leader's log start offset)."""
         self._check_open()
         now = _wall_ms() if now_ms is None else now_ms
+        if self._callbacks.on_truncation is not None:
+            self._callbacks.on_truncation(self, new_offset)
         self._local.truncate_fully_and_start_at(new_offset, now)
         self._log_start_offset = new_offset
         self._epochs.clear()

@@ -32,6 +32,7 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False

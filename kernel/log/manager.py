@@ -40,6 +40,7 @@ from kernel.log.checkpoint import (
 )
 from kernel.log.local_log import DELETE_DIR_SUFFIX, log_dir_name, parse_topic_partition
 from kernel.log.log import Log, LogCallbacks
+from kernel.log.log_cleaner import CleanerObserver, LogCleaner
 from kernel.log.log_config import LogConfig
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -142,6 +143,7 @@ class LogManager:
         high_watermark: Callable[[Log], int | None] | None = None,
         on_segment_rolled: SegmentRolledCallback | None = None,
         on_flush: Callable[[float], None] | None = None,
+        cleaner_observer: CleanerObserver | None = None,
         logger: Any = None,
         time_ms: Callable[[], int] = _wall_ms,
         producer_id_expiration_check_interval_ms: int = 600_000,
@@ -182,7 +184,16 @@ class LogManager:
             on_flush_needed=self._flush_needed,
             on_log_start_offset_changed=self._log_start_offset_changed,
             delete_files_later=self._delete_files_later,
+            on_truncation=self._truncating,
         )
+        # Kafka's LogCleaner: compacted topics, in its own threads (log.cleaner.enable).
+        self.cleaner: LogCleaner | None = None
+        if broker_config.log_cleaner_enable:
+            self.cleaner = LogCleaner(
+                broker_config, self.log_dirs, lambda: self._logs,
+                high_watermark=high_watermark, logger=self._log,
+                observer=cleaner_observer, time_ms=time_ms,
+            )
 
     # -- configuration ------------------------------------------------------------------
 
@@ -368,6 +379,8 @@ class LogManager:
         if log is None:
             return False
         self._pending_flush.discard((topic, partition))
+        if self.cleaner is not None:
+            self.cleaner.abort_cleaning((topic, partition), log.dir.parent)
         log.close(flush=False)
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         try:
@@ -472,6 +485,19 @@ class LogManager:
 
         self._spawn(flush())
 
+    def _truncating(self, log: Log, offset: int) -> None:
+        """Kafka's truncateTo around the cleaner: a clean in progress is aborted (its
+        swap refused), and the first dirty offset moves back below the truncation."""
+        cleaner = self.cleaner
+        if cleaner is None:
+            return
+        key = (log.topic, log.partition)
+        cleaner.abort_and_pause_cleaning(key)
+        try:
+            cleaner.maybe_truncate_checkpoint(log.dir.parent, key, offset)
+        finally:
+            cleaner.resume_cleaning(key)
+
     def _log_start_offset_changed(self, log: Log) -> None:
         if self._loop is None:
             if self._loaded and not self._closed:
@@ -556,6 +582,8 @@ class LogManager:
         self._every(self._producer_expiration_check_ms, self.remove_expired_producers)
         self._every(config.replica_high_watermark_checkpoint_interval_ms,
                     self.checkpoint_high_watermarks)
+        if self.cleaner is not None and config.log_cleaner_threads > 0:
+            self.cleaner.start()
 
     def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]]) -> None:
         if interval_ms <= 0 or interval_ms >= _NEVER_MS:
@@ -614,6 +642,8 @@ class LogManager:
         if loop is None:
             self.close()
             return
+        if self.cleaner is not None:
+            await self.cleaner.stop()  # before the logs close under it
         for task in self._periodic:
             task.cancel()
         for task in self._periodic:

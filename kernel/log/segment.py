@@ -13,6 +13,7 @@ files grow with partitions, not with segments.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -52,6 +53,11 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 # A segment file waiting for file.delete.delay.ms before it is removed.
 DELETED_SUFFIX = ".deleted"
+# The cleaner writes a segment as ``.cleaned``, renames it ``.swap`` once it is complete
+# and durable, and drops the suffix after the segments it replaces are gone; a start-up
+# deletes ``.cleaned`` files and completes ``.swap`` ones (Kafka's swap protocol).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
@@ -144,6 +150,7 @@ class LogSegment:
         max_index_size: int,
         created_ms: int,
         active: bool = False,
+        file_suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -152,10 +159,10 @@ class LogSegment:
         self.created_ms = created_ms
         self._active = active
         stem = segment_file_stem(base_offset)
-        self.log_path = directory / (stem + LOG_SUFFIX)
-        self.index_path = directory / (stem + INDEX_SUFFIX)
-        self.time_index_path = directory / (stem + TIME_INDEX_SUFFIX)
-        self.txn_index = TransactionIndex(directory / (stem + TXN_INDEX_SUFFIX))
+        self.log_path = directory / (stem + LOG_SUFFIX + file_suffix)
+        self.index_path = directory / (stem + INDEX_SUFFIX + file_suffix)
+        self.time_index_path = directory / (stem + TIME_INDEX_SUFFIX + file_suffix)
+        self.txn_index = TransactionIndex(directory / (stem + TXN_INDEX_SUFFIX + file_suffix))
         self._fd = -1
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
@@ -183,13 +190,16 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         now_ms: int,
+        file_suffix: str = "",
     ) -> LogSegment:
         """A new, empty active segment; leftovers with the same name are replaced."""
         segment = cls(
             directory, base_offset, index_interval_bytes=index_interval_bytes,
             max_index_size=max_index_size, created_ms=now_ms, active=True,
+            file_suffix=file_suffix,
         )
-        for path in (segment.log_path, segment.index_path, segment.time_index_path):
+        for path in (segment.log_path, segment.index_path, segment.time_index_path,
+                     segment.txn_index.path):
             path.unlink(missing_ok=True)
         segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         segment._size = 0
@@ -392,6 +402,11 @@ class LogSegment:
             return self.log_path.stat().st_mtime_ns // 1_000_000
         except FileNotFoundError:
             return 0
+
+    @property
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (max.compaction.lag.ms measures from it)."""
+        return self._first_batch_timestamp()
 
     def _first_batch_timestamp(self) -> int:
         if self._rolling_based_timestamp is None:
@@ -763,6 +778,51 @@ class LogSegment:
     def delete(self) -> None:
         for path in self._discard():
             path.unlink(missing_ok=True)
+
+    def change_file_suffixes(
+        self, old: str, new: str, after_each: Callable[[Path], None] | None = None
+    ) -> None:
+        """Rename every file of the segment from suffix ``old`` to ``new`` (the cleaner's
+        ``.cleaned`` -> ``.swap`` -> none), the log file first as Kafka does; open files
+        and mappings follow the rename. ``after_each`` sees each renamed path (tests
+        inject crashes there)."""
+
+        def target(path: Path) -> Path:
+            if not path.name.endswith(old):
+                raise ValueError(f"{path.name} does not end with {old!r}")
+            return path.with_name(path.name[: len(path.name) - len(old)] + new)
+
+        renames: list[tuple[Path, Callable[[Path], None]]] = [
+            (self.log_path, lambda p: setattr(self, "log_path", p)),
+            (self.index_path, self._rename_index(lambda: self._offset_index, "index_path")),
+            (self.time_index_path,
+             self._rename_index(lambda: self._time_index, "time_index_path")),
+            (self.txn_index.path, lambda p: setattr(self.txn_index, "path", p)),
+        ]
+        for path, update in renames:
+            moved = target(path)
+            # an index never created (nothing to index), or no aborted transaction
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, moved)
+            update(moved)
+            if after_each is not None:
+                after_each(moved)
+
+    def _rename_index(
+        self, index: Callable[[], OffsetIndex | TimeIndex | None], attr: str
+    ) -> Callable[[Path], None]:
+        def update(path: Path) -> None:
+            setattr(self, attr, path)
+            opened = index()
+            if opened is not None:
+                opened.path = path
+        return update
+
+    def set_last_modified(self, ms: int) -> None:
+        """Keep the original segments' modification time on a cleaned one: the delete
+        horizon of legacy tombstones and retention read it."""
+        seconds = ms / 1000
+        os.utime(self.log_path, (seconds, seconds))
 
     def rename_for_deletion(self) -> list[Path]:
         """Close the segment and give its files the ``.deleted`` suffix, as Kafka does;

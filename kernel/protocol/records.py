@@ -404,13 +404,18 @@ def build_batch(
     is_control: bool = False,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode one v2 batch. Offsets deltas default to 0..n-1; pass explicit deltas and
-    ``last_offset_delta`` to keep a compacted batch's original offset range."""
+    ``last_offset_delta`` to keep a compacted batch's original offset range. With
+    ``delete_horizon_ms`` (the cleaner, KIP-534) firstTimestamp holds the horizon and
+    the record timestamps are deltas from it."""
     items = list(records)
     if not items and last_offset_delta is None:
         raise ValueError("a record batch needs at least one record")
     timestamps = [r.timestamp for r in items if r.timestamp is not None]
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
     if base_timestamp is None:
         base_timestamp = min(timestamps) if timestamps else NO_TIMESTAMP
     body = bytearray()
@@ -433,6 +438,8 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG
     if is_control:
         attributes |= CONTROL_FLAG
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
     payload = compress(compression, bytes(body))
     batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
     out = bytearray(RECORD_BATCH_OVERHEAD)

@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinatorService"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Kafka's offsets.topic.segment.bytes default: small segments compact sooner.
-OFFSETS_TOPIC_SEGMENT_BYTES = 104_857_600
 
 T = TypeVar("T")
 
@@ -83,7 +81,7 @@ class GroupCoordinatorService:
             self.broker.metadata, self.log, OFFSETS_TOPIC,
             settings.offsets_topic_num_partitions, settings.offsets_topic_replication_factor,
             {"cleanup.policy": "compact", "compression.type": "producer",
-             "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES)})
+             "segment.bytes": str(settings.offsets_topic_segment_bytes)})
 
     # -- routing -----------------------------------------------------------------------
 

@@ -24,6 +24,11 @@ class CoordinatorSettings(GroupCoordinatorConfig):
         "Replication factor of __consumer_offsets, capped at the brokers registered when "
         "it is created.", check=between(1, 32767),
     )
+    offsets_topic_segment_bytes: int = setting(
+        "offsets.topic.segment.bytes", 104857600,
+        "segment.bytes of __consumer_offsets when this plugin creates it: small segments "
+        "are cleaned sooner.", check=int_at_least(1),
+    )
     offsets_commit_timeout_ms: int = setting(
         "offsets.commit.timeout.ms", 5000,
         "How long a coordinator response waits for its records to be committed.",
