@@ -16,7 +16,7 @@ event loop, under one lock held only for dictionary updates.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,7 +49,6 @@ class LogCleanerManager:
 
     def __init__(
         self,
-        log_dirs: Iterable[Path],
         logs: Callable[[], Mapping[TopicPartition, Log]],
         *,
         high_watermark: Callable[[Log], int | None] | None = None,
@@ -62,16 +61,9 @@ class LogCleanerManager:
         self._states: dict[TopicPartition, _State] = {}
         self._uncleanable: set[TopicPartition] = set()
         self._checkpoint_lock = threading.Lock()  # one writer of the files at a time
+        # Read on first use, not here: the log dirs are checked (and a bad one refused
+        # in one line) after this is made.
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
-        for directory in log_dirs:
-            try:
-                self._checkpoints[directory] = read_offset_checkpoint(
-                    directory / CLEANER_CHECKPOINT)
-            except CheckpointError as e:
-                # cleaning again from each log's start is slower, never wrong
-                self._checkpoints[directory] = {}
-                if on_error is not None:
-                    on_error("ignoring unreadable cleaner checkpoint", e)
         # For metrics, read from another thread: the dirtiest-log ratio, each compacted
         # log's ratio (a new dict each run) and when a thread last looked (Kafka's
         # timeOfLastRun).
@@ -160,14 +152,28 @@ class LogCleanerManager:
 
     # -- checkpoints ------------------------------------------------------------------
 
+    def _offsets(self, log_dir: Path) -> dict[TopicPartition, int]:
+        """The log dir's checkpointed first dirty offsets (call with the lock held)."""
+        offsets = self._checkpoints.get(log_dir)
+        if offsets is None:
+            try:
+                offsets = read_offset_checkpoint(log_dir / CLEANER_CHECKPOINT)
+            except CheckpointError as e:
+                # cleaning again from each log's start is slower, never wrong
+                offsets = {}
+                if self._on_error is not None:
+                    self._on_error("ignoring unreadable cleaner checkpoint", e)
+            self._checkpoints[log_dir] = offsets
+        return offsets
+
     def checkpoint(self, log_dir: Path, tp: TopicPartition) -> int | None:
         with self._checkpoint_lock:
-            return self._checkpoints.get(log_dir, {}).get(tp)
+            return self._offsets(log_dir).get(tp)
 
     def update_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int | None) -> None:
         """Set (None: remove) a partition's first dirty offset and write the file."""
         with self._checkpoint_lock:
-            offsets = self._checkpoints.setdefault(log_dir, {})
+            offsets = self._offsets(log_dir)
             if offset is None:
                 if offsets.pop(tp, None) is None:
                     return

@@ -51,7 +51,6 @@ class LogCleaner:
     def __init__(
         self,
         config: BrokerConfig,
-        log_dirs: list[Path],
         logs: Callable[[], Mapping[TopicPartition, Log]],
         *,
         high_watermark: Callable[[Log], int | None] | None = None,
@@ -63,7 +62,7 @@ class LogCleaner:
         self._observer = observer or CleanerObserver()
         self.time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
         self.manager = LogCleanerManager(
-            log_dirs, logs, high_watermark=high_watermark, on_error=self._error)
+            logs, high_watermark=high_watermark, on_error=self._error)
         self._stop = threading.Event()
         self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second, self._stop)
         self.threads = max(config.log_cleaner_threads, 1)

@@ -190,7 +190,7 @@ class LogManager:
         self.cleaner: LogCleaner | None = None
         if broker_config.log_cleaner_enable:
             self.cleaner = LogCleaner(
-                broker_config, self.log_dirs, lambda: self._logs,
+                broker_config, lambda: self._logs,
                 high_watermark=high_watermark, logger=self._log,
                 observer=cleaner_observer, time_ms=time_ms,
             )

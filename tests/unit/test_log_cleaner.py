@@ -45,9 +45,9 @@ def open_log(tmp: Path, config: LogConfig = COMPACT) -> Log:
     return Log.open(tmp / "t-0", config, now_ms=NOW)
 
 
-def cleaner_for(tmp: Path, log: Log, clock: Clock, **settings: Any) -> LogCleaner:
+def cleaner_for(log: Log, clock: Clock, **settings: Any) -> LogCleaner:
     config = replace_settings(BrokerConfig(), settings) if settings else BrokerConfig()
-    return LogCleaner(config, [tmp], lambda: {TP: log}, time_ms=clock)
+    return LogCleaner(config, lambda: {TP: log}, time_ms=clock)
 
 
 def put(log: Log, key: bytes, value: bytes | None, **kw: Any) -> None:
@@ -92,7 +92,7 @@ def test_a_clean_keeps_the_latest_record_of_each_key_at_its_offset(tmp_path: Pat
     latest = workload(log)
     before = log.log_end_offset
     segments_before = len(log.segments)
-    cleaner = cleaner_for(tmp_path, log, Clock())
+    cleaner = cleaner_for(log, Clock())
     assert cleaner.clean_filthiest_log()
     expected = sorted((o, k, v) for k, (o, v) in latest.items())
     assert records(log) == expected  # the tombstone stays until its horizon
@@ -117,7 +117,7 @@ def test_tombstones_go_in_a_clean_after_their_delete_horizon(tmp_path: Path) -> 
     log = open_log(tmp_path, config)
     latest = workload(log)
     clock = Clock()
-    cleaner = cleaner_for(tmp_path, log, clock)
+    cleaner = cleaner_for(log, clock)
     assert cleaner.clean_filthiest_log()
     tombstone = [b for b in batches(log) if any(r.value is None for r in b.records)]
     assert tombstone and tombstone[0].header.attributes & DELETE_HORIZON_FLAG
@@ -148,7 +148,7 @@ def test_the_last_batch_of_a_producer_stays_empty_and_aborted_records_go(
     put(log, b"k", b"latest")
     log.roll()
     log.on_high_watermark_updated(log.log_end_offset)  # the marker is stable
-    assert cleaner_for(tmp_path, log, Clock()).clean_filthiest_log()
+    assert cleaner_for(log, Clock()).clean_filthiest_log()
     kept = batches(log)
     empty = [b for b in kept if b.header.producer_id == 7]
     assert [(b.header.last_offset, b.records) for b in empty] == [(last_of_7, ())]
@@ -166,7 +166,7 @@ def test_a_full_offset_map_cleans_up_to_where_it_got(tmp_path: Path) -> None:
         put(log, b"key-%d" % i, b"v")
     log.roll()
     # 24 bytes a slot: room for 90 keys at the 0.9 load factor
-    cleaner = cleaner_for(tmp_path, log, Clock(), **{"log.cleaner.dedupe.buffer.size": 2400})
+    cleaner = cleaner_for(log, Clock(), **{"log.cleaner.dedupe.buffer.size": 2400})
     assert cleaner.clean_filthiest_log()
     checkpoint = cleaner.manager.checkpoint(tmp_path, TP)
     assert checkpoint is not None and 90 <= checkpoint < 200
@@ -176,7 +176,7 @@ def test_a_full_offset_map_cleans_up_to_where_it_got(tmp_path: Path) -> None:
 def test_truncation_aborts_a_clean_and_the_swap_is_refused(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     workload(log)
-    cleaner = cleaner_for(tmp_path, log, Clock())
+    cleaner = cleaner_for(log, Clock())
     ltc = cleaner.manager.grab_filthiest_compacted_log(NOW)
     assert ltc is not None
     cleaner.abort_and_pause_cleaning(TP)  # what truncation does first
@@ -218,7 +218,7 @@ def test_a_crash_at_each_step_of_a_swap_leaves_old_or_new_contents(
         if len(seen) == step + 1:
             raise Crash(name)
 
-    cleaner = cleaner_for(tmp_path, log, Clock())
+    cleaner = cleaner_for(log, Clock())
     cleaner.after_swap_step = crash_at
     with pytest.raises(Crash):
         cleaner.clean_filthiest_log()
@@ -229,7 +229,7 @@ def test_a_crash_at_each_step_of_a_swap_leaves_old_or_new_contents(
     names = os.listdir(log.dir)
     assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
     # the reopened log cleans to the end state
-    clean_again = cleaner_for(tmp_path, reopened, Clock())
+    clean_again = cleaner_for(reopened, Clock())
     clean_again.clean_filthiest_log()
     final = {r.key: r.value for b in batches(reopened) if not b.header.is_control
              for r in b.records}
