@@ -11,6 +11,8 @@ file, the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import math
 import os
 import sys
 import tomllib
@@ -293,7 +295,26 @@ def to_kafka_string(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(value)
+    if isinstance(value, float):
+        return java_double(value)
     return str(value)
+
+
+def java_double(value: float) -> str:
+    """Java's Double.toString: the shortest digits that read back, in plain notation
+    from 1e-3 up to 1e7 and as ``d.dddE<n>`` outside it."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        text = repr(value)  # Python's plain notation reaches below 1e-3 and up to 1e16
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = decimal.Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = "".join(map(str, digits))
+    return (f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}"
+            f"E{exponent + len(mantissa) - 1}")
 
 
 # ---------------------------------------------------------------------------

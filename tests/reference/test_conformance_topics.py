@@ -388,14 +388,22 @@ TLS_KEYS = (*(k.name for k in schema_keys(BrokerConfig).values()
             "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol")
 
 
-def tls_read_only_as_kafka(answers: Answers) -> Answers:
-    """Kafkernel's answer with the read_only of the ssl.* settings and the inter-broker
-    login as Kafka's (false): the one field D14 explains; their values, sources, types
-    and synonyms are compared."""
+# D17: the log cleaner's settings are read at start (Kafka restarts its cleaner threads).
+CLEANER_KEYS = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+                "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
+                "log.cleaner.backoff.ms")
+
+
+def read_only_as_kafka(answers: Answers) -> Answers:
+    """Kafkernel's answer with the read_only of the ssl.* settings, the inter-broker
+    login and the cleaner's settings as Kafka's (false): the one field D14 and D17
+    explain; their values, sources, types and synonyms are compared."""
     documented("D14")
+    documented("D17")
+    reconfigurable = frozenset((*TLS_KEYS, *CLEANER_KEYS))
     results = tuple(
         dataclasses.replace(r, configs=tuple(
-            dataclasses.replace(c, read_only=False) if c.name in TLS_KEYS else c
+            dataclasses.replace(c, read_only=False) if c.name in reconfigurable else c
             for c in r.configs))
         for r in answers.kafkernel.results)
     return dataclasses.replace(answers, kafkernel=dataclasses.replace(
@@ -412,7 +420,7 @@ def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
                                          documentation=v >= 3))
     answers = drop_configs(answers, "D3", ("min.insync.replicas",))
     answers = drop_configs(answers, "D10", RUNTIME_KEYS)
-    answers = tls_read_only_as_kafka(answers)
+    answers = read_only_as_kafka(answers)
     pair.assert_same(drop_configs(answers, "D12", NETWORK_KEYS), ignore=DOCUMENTATION)
     assert len(answers.kafka.results[0].configs) == len(keys) - 1 - len(RUNTIME_KEYS)
     # Of the keys left out above, the type (v3+) and sensitivity are still Kafka's.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from kernel.config import (
     parse_override,
     resolve_topic_configs,
     schema_keys,
+    to_kafka_string,
     validate_topic_configs,
 )
 
@@ -132,3 +134,14 @@ def test_log_dirs_are_named_once() -> None:
 def test_negative_retention_keeps_forever() -> None:
     assert load_config(None, ["log.retention.hours=-1"]).broker.log_retention_ms_resolved == -1
     assert load_config(None, ["log.retention.minutes=-1"]).broker.log_retention_ms_resolved == -1
+
+
+@pytest.mark.parametrize(("value", "java"), [
+    (sys.float_info.max, "1.7976931348623157E308"), (0.5, "0.5"), (1e7, "1.0E7"),
+    (12345678.0, "1.2345678E7"), (9999999.0, "9999999.0"), (1e-3, "0.001"),
+    (1e-4, "1.0E-4"), (-2.5e-10, "-2.5E-10"), (1.0, "1.0"), (0.0, "0.0"),
+    (float("inf"), "Infinity"),
+])
+def test_doubles_are_described_as_java_prints_them(value: float, java: str) -> None:
+    """DescribeConfigs renders a DOUBLE as Kafka does, with Java's Double.toString."""
+    assert to_kafka_string(value) == java
