@@ -42,6 +42,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from kernel.protocol.writer import uvarint
+
 Buffer = bytes | bytearray | memoryview
 # An edit of the frame: replace bytes [start, end) with ``replacement``.
 Edit = tuple[int, int, bytes]
@@ -78,16 +80,6 @@ def _uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
             return value, i + 1
         shift += 7
     raise MalformedFrame(f"bad varint at byte {pos}")
-
-
-def encode_uvarint(value: int) -> bytes:
-    """Kafka's unsigned varint."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _room(what: str, length: int, pos: int, end: int) -> NoReturn:
@@ -134,7 +126,7 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
                 raise MalformedFrame(f"tagged field {tag} at byte {field_at} is not {size} bytes")
             pos += size
         if unknown:
-            edits.append((count_at, count_end, encode_uvarint(kept)))
+            edits.append((count_at, count_end, uvarint(kept)))
             edits.extend(unknown)
         return pos
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel.protocol.codec import InvalidRequest, decode_request
-from kernel.protocol.guard import encode_uvarint
+from kernel.protocol.writer import uvarint
 from tests.integration.wire import encode_request
 from tests.kio_strategies import requests
 
@@ -32,7 +32,7 @@ def length_like(rng: random.Random) -> bytes:
     n -= rng.randrange(3)
     kind = rng.randrange(3)
     if kind == 0:
-        return encode_uvarint(n & (2**35 - 1))
+        return uvarint(n & (2**35 - 1))
     if kind == 1:
         return struct.pack(">I", n & 0xFFFFFFFF)
     return struct.pack(">H", n & 0xFFFF)
