@@ -54,6 +54,7 @@ from kernel.protocol.records import (
     TimestampType,
     build_batch,
     crc_of,
+    iter_batches,
     iter_records,
     parse_control_record,
     read_batch_header,
@@ -299,15 +300,9 @@ def read_segment_batches(
                 on_chunk(len(chunk))
             view = memoryview(chunk)
             rel = 0
-            while rel + RECORD_BATCH_OVERHEAD <= len(view):
-                header = read_batch_header(view, rel)
-                batch_size = header.batch_length + LOG_OVERHEAD
-                if batch_size < RECORD_BATCH_OVERHEAD:
-                    return  # not a batch: recovery's business
-                if rel + batch_size > len(view):
-                    break
-                yield header, view[rel:rel + batch_size]
-                rel += batch_size
+            for header, batch in iter_batches(view):  # whole batches; a cut one is next
+                yield header, batch
+                rel += len(batch)
             if rel == 0:
                 if position + RECORD_BATCH_OVERHEAD > end or size >= end - position:
                     return  # a torn tail

@@ -31,6 +31,7 @@ from kernel.log.cleaner import (
 )
 from kernel.log.cleaner_manager import LogCleanerManager
 from kernel.log.segment import LogSegment
+from kernel.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
     from kernel.log.log import Log
@@ -162,7 +163,7 @@ class LogCleaner:
                 self._observer.on_clean(tp, stats)
         except LogCleaningAbortedError:
             pass  # truncated or deleted meanwhile
-        except (ValueError, OSError) as e:
+        except (ValueError, OSError, KafkaError) as e:  # KafkaError: a corrupt batch
             self.manager.mark_uncleanable(tp)
             self._error(f"cleaning {tp[0]}-{tp[1]} failed; it is not cleaned again", e)
         finally:

@@ -269,3 +269,30 @@ def test_the_log_managers_cleaner_thread_cleans_in_the_background(tmp_path: Path
         await manager.stop()
 
     asyncio.run(scenario())
+
+
+class Warnings:
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def warning(self, message: str, **_: Any) -> None:
+        self.messages.append(message)
+
+
+def test_a_corrupt_segment_is_left_as_it_is_and_not_cleaned_again(tmp_path: Path) -> None:
+    """A batch the cleaner cannot walk (here a magic byte flipped on disk under the log)
+    ends that log's clean with one warning; the log keeps its segments and the cleaner
+    does not come back to it."""
+    log = open_log(tmp_path)
+    workload(log)
+    first = log.segments[0]
+    with open(first.log_path, "r+b") as segment:
+        segment.seek(16)  # the first batch's magic
+        segment.write(b"\x01")
+    segments = log.segments
+    logger = Warnings()
+    cleaner = LogCleaner(BrokerConfig(), lambda: {TP: log}, time_ms=Clock(), logger=logger)
+    assert cleaner.clean_filthiest_log()
+    assert log.segments == segments
+    assert logger.messages == ["cleaning t-0 failed; it is not cleaned again"]
+    assert not cleaner.clean_filthiest_log()
