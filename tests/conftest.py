@@ -57,6 +57,8 @@ TRANSACTIONAL_KAFKA = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
     "transaction.state.log.num.partitions": "3",
     "offsets.topic.num.partitions": "3",
+    # the compaction conformance tests: the cleaner looks for work every 100 ms, not 15 s
+    "log.cleaner.backoff.ms": "100",
 }
 
 
