@@ -1,12 +1,14 @@
 """Log compaction on a running broker, seen by confluent-kafka clients: a compacted
 topic keeps the latest value of each key at its original offset, tombstones go after
-delete.retention.ms, __consumer_offsets stays bounded under a commit load, and the
-cleaner's metrics. Timings are shortened through topic configs (segment.bytes,
-segment.ms, min.cleanable.dirty.ratio, delete.retention.ms) and log.cleaner.backoff.ms;
-with log.cleaner.enable=false each of these tests fails."""
+delete.retention.ms, __consumer_offsets and __transaction_state stay bounded under a
+long load of commits and of transactions, and the cleaner's metrics. Timings are
+shortened through topic configs (segment.bytes, segment.ms, min.cleanable.dirty.ratio,
+delete.retention.ms) and log.cleaner.backoff.ms; with log.cleaner.enable=false each of
+these tests fails."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,10 +16,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.groups import wait_for
 from tests.integration.test_observability_and_embedding import sample, scrape
+from tests.integration.wire import request
 
 CLEANER = {"log.cleaner.backoff.ms": 50, "metrics.port": 0}
 CLEAN_TIMEOUT_S = 30.0
@@ -202,6 +207,61 @@ def test_consumer_offsets_stays_bounded_under_a_long_commit_load(
     finally:
         consumer.close()
     assert committed == [2999, 2999, 2999]
+
+
+def test_transaction_state_stays_bounded_under_a_long_transactional_load(
+    broker_factory: Callable[..., EmbeddedBroker]
+) -> None:
+    segment_bytes = 4096
+    txn = {"transaction.state.log.num.partitions": 1,
+           "transaction.state.log.segment.bytes": segment_bytes}
+    broker = broker_factory(CLEANER, plugin_settings={"txn": txn})
+    assert broker.broker is not None and broker.broker.metrics_port
+    port = broker.broker.metrics_port
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("ledger", 1, 1)])["ledger"].result(10)
+
+    def state_size() -> float:
+        size = sample(scrape(port), "kafkernel_log_size_bytes", topic="__transaction_state",
+                      partition="0")
+        assert size is not None
+        return size
+
+    def transactions(count: int) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                             "transactional.id": "long-running"})
+        producer.init_transactions(30)
+        for i in range(count):
+            producer.begin_transaction()
+            producer.produce("ledger", key=b"k", value=b"%d" % i)
+            producer.commit_transaction(30)
+
+    # each transaction writes its state three times (Ongoing, PrepareCommit, CompleteCommit)
+    transactions(300)
+    bound = 8 * segment_bytes
+    wait_for(lambda: state_size() < bound, CLEAN_TIMEOUT_S,
+             "__transaction_state to be cleaned")
+    transactions(300)
+    wait_for(lambda: state_size() < bound, CLEAN_TIMEOUT_S,
+             "__transaction_state to stay bounded")
+    # what the cleaner kept is the id's latest state: after a restart the coordinator
+    # loads it and bumps the same producer id's epoch
+    first = _init_producer_id(broker.bootstrap)
+    broker.restart()
+    second = wait_for(lambda: _init_producer_id(broker.bootstrap, retriable=True),
+                      CLEAN_TIMEOUT_S, "InitProducerId after a restart")
+    assert second == (first[0], first[1] + 1)
+
+
+def _init_producer_id(bootstrap: str, *, retriable: bool = False) -> tuple[int, int] | None:
+    answer = request(bootstrap, InitProducerIdRequest(
+        transactional_id="long-running", transaction_timeout=datetime.timedelta(minutes=1),
+        producer_id=-1, producer_epoch=-1))
+    if retriable and answer.error_code in (ErrorCode.coordinator_load_in_progress,
+                                           ErrorCode.concurrent_transactions):
+        return None
+    assert answer.error_code == ErrorCode.none, answer
+    return int(answer.producer_id), int(answer.producer_epoch)
 
 
 def _committed(consumer: Consumer) -> list[int] | None:
