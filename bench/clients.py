@@ -283,16 +283,18 @@ RETRIABLE_PRODUCE_ERRORS = frozenset({3, 5, 6})
 
 
 def produce_batches(bootstrap: str, topic: str, value: bytes, records: int,
-                    partitions: int, per_batch: int, timeout_s: float) -> RunResult:
+                    partitions: int, per_batch: int, timeout_s: float,
+                    keys: int = 0) -> RunResult:
     """Send ``records`` as batches of ``per_batch`` records, spread evenly over
     ``partitions``, acks=1, one Produce at a time. A client cuts its batches by timing
     (linger, in-flight answers); these are cut by count, so two brokers given the same
-    arguments hold the same batches, and their consumers' fetches hold the same records."""
+    arguments hold the same batches, and their consumers' fetches hold the same records.
+    With ``keys``, a partition's n-th record has the key ``key_of(n % keys)``."""
     result = RunResult()
     start = time.perf_counter()
     try:
         asyncio.run(_produce_batches(bootstrap, topic, value, records, partitions,
-                                     per_batch, timeout_s))
+                                     per_batch, timeout_s, keys))
         result.records, result.bytes = records, records * len(value)
     except (BrokerConnectionError, RuntimeError) as e:
         result.error = _error_text(e)
@@ -302,14 +304,20 @@ def produce_batches(bootstrap: str, topic: str, value: bytes, records: int,
     return result
 
 
+def key_of(n: int) -> bytes:
+    return b"key-%08d" % n
+
+
 async def _produce_batches(bootstrap: str, topic: str, value: bytes, records: int,
-                           partitions: int, per_batch: int, timeout_s: float) -> None:
+                           partitions: int, per_batch: int, timeout_s: float,
+                           keys: int) -> None:
     m = request_module(0, 9)  # Produce v9: topics by name, served by Kafka 4 and Kafkernel
     host, port = bootstrap.rsplit(":", 1)
     connection = BrokerConnection(host, int(port), client_id="bench-produce-batches",
                                   timeout_s=timeout_s)
     try:
         left = [records // partitions + (p < records % partitions) for p in range(partitions)]
+        sent = [0] * partitions
         batches: dict[int, bytes] = {}
         async with asyncio.timeout(timeout_s):
             while any(left) or batches:
@@ -317,8 +325,12 @@ async def _produce_batches(bootstrap: str, topic: str, value: bytes, records: in
                     if n and p not in batches:
                         count = min(n, per_batch)
                         now = int(time.time() * 1000)
-                        batches[p] = build_batch([SimpleRecord(value, timestamp=now)] * count)
+                        batches[p] = build_batch(
+                            [SimpleRecord(value, key=key_of(n % keys), timestamp=now)
+                             for n in range(sent[p], sent[p] + count)] if keys
+                            else [SimpleRecord(value, timestamp=now)] * count)
                         left[p] -= count
+                        sent[p] += count
                 response = await connection.request(make(
                     m.ProduceRequest, transactional_id=None, acks=1,
                     timeout=datetime.timedelta(seconds=30),

@@ -20,7 +20,8 @@ calls back to the event loop. The record batch format and its codecs are
   :mod:`kernel.log.cleaner_manager` (:class:`LogCleanerManager`, the dirtiest eligible
   log, the log-cleaning states, the cleaner-offset-checkpoint),
   :mod:`kernel.log.cleaner` (Kafka's Cleaner: one log's clean, off the event loop) and
-  :mod:`kernel.log.offset_map` (SkimpyOffsetMap: key -> last offset, bounded).
+  :mod:`kernel.log.offset_map` (SkimpyOffsetMap: key -> last offset, bounded; in C in
+  ``_cleaner.c``, its record walks too).
 """
 
 from kernel.log.log import (

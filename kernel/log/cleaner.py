@@ -33,14 +33,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from kernel.log.offset_map import SkimpyOffsetMap
+from kernel.log.offset_map import new_offset_map
 from kernel.log.segment import CLEANED_SUFFIX, LogSegment
 from kernel.log.txn_index import AbortedTxn, TransactionIndex
 from kernel.protocol.records import (
-    BATCH_HEADER,
     CONTROL_FLAG,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
     DELETE_HORIZON_FLAG,
     INT32_MAX,
     LOG_OVERHEAD,
@@ -52,8 +49,9 @@ from kernel.protocol.records import (
     Record,
     SimpleRecord,
     TimestampType,
+    batch_records_bytes,
     build_batch,
-    crc_of,
+    frame_batch,
     iter_batches,
     iter_records,
     parse_control_record,
@@ -247,16 +245,14 @@ def delete_horizon(header: BatchHeader) -> int | None:
 def empty_batch(header: BatchHeader) -> bytes:
     """A batch without records keeping the producer fields and offset range (Kafka's
     DefaultRecordBatch.writeEmptyHeader): a producer's last sequence survives."""
-    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG)
-    out = bytearray(RECORD_BATCH_OVERHEAD)
-    BATCH_HEADER.pack_into(
-        out, 0, header.base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD,
-        header.partition_leader_epoch, CURRENT_MAGIC, 0, attributes,
-        header.last_offset_delta, header.max_timestamp, header.max_timestamp,
-        header.producer_id, header.producer_epoch, header.base_sequence, 0,
-    )
-    out[CRC_OFFSET:CRC_OFFSET + 4] = crc_of(out).to_bytes(4, "big")
-    return bytes(out)
+    return frame_batch(
+        b"", 0, attributes=header.attributes & (
+            TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG),
+        base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch)
 
 
 def rebuild_batch(header: BatchHeader, records: Sequence[Record],
@@ -337,7 +333,7 @@ class Cleaner:
         swap: SwapSegments,
         time_ms: Callable[[], int],
     ) -> None:
-        self.offset_map = SkimpyOffsetMap(dedupe_buffer_size)
+        self.offset_map = new_offset_map(dedupe_buffer_size)
         self.io_buffer_size = io_buffer_size
         self.throttler = throttler
         self.check_done = check_done
@@ -372,7 +368,7 @@ class Cleaner:
         segments = [s for s in ltc.segments[:-1] if s.base_offset < end_offset]
         for group in self.group_segments_by_size(ltc, segments):
             self.clean_segments(ltc, group, txns, now, stats)
-        stats.buffer_utilization = self.offset_map.utilization
+        stats.buffer_utilization = self.offset_map.size / self.offset_map.slots
         stats.end_s = time.monotonic()
         return end_offset, stats
 
@@ -404,16 +400,16 @@ class Cleaner:
                 elif txns.on_batch_read(header):
                     stats.map_messages_read += header.records_count
                 else:
-                    for record in iter_records(batch):
-                        if record.key is not None and record.offset >= start:
-                            if offset_map.size >= max_keys:
-                                return
-                            offset_map.put(record.key, record.offset)
-                        stats.map_messages_read += 1
+                    walked, full = offset_map.put_records(
+                        batch_records_bytes(header, batch), header.records_count,
+                        header.base_offset, start, max_keys)
+                    stats.map_messages_read += walked
+                    if full:
+                        return
                 if header.last_offset >= start:
-                    offset_map.update_latest_offset(header.last_offset)
+                    offset_map.latest_offset = header.last_offset
             # offsets compacted away at the end of a segment belong to it
-            offset_map.update_latest_offset(min(next_start, end) - 1)
+            offset_map.latest_offset = min(next_start, end) - 1
 
     def group_segments_by_size(self, ltc: LogToClean,
                                segments: Sequence[LogSegment]) -> list[list[LogSegment]]:
@@ -524,34 +520,20 @@ class Cleaner:
             )
             if discard_records and not last_of_producer:
                 continue  # BatchRetention.DELETE
-            marker_for_empty_txn = can_discard and header.is_control
-            records = list(iter_records(batch))
-            stats.messages_read += len(records)
-            retained: list[Record] = []
-            tombstones = False
-            for record in records:
-                if discard_records:
-                    keep = False
-                elif header.is_control:
-                    keep = True
-                else:
-                    keep = self._should_retain_record(header, record, now, stats)
-                if keep:
-                    retained.append(record)
-                    tombstones = tombstones or record.value is None
-            if retained:
-                horizon = delete_horizon(header)
-                needs_horizon = (tombstones or marker_for_empty_txn) and horizon is None
-                if len(retained) == len(records) and not needs_horizon:
-                    kept: bytes | memoryview = batch
-                else:
-                    kept = rebuild_batch(header, retained,
-                                         now + retention_ms if needs_horizon else horizon)
-                stats.messages_written += len(retained)
-            elif last_of_producer:
-                kept = empty_batch(header)  # BatchRetention.RETAIN_EMPTY
+            stats.messages_read += header.records_count
+            kept: bytes | memoryview | None
+            if header.is_control:
+                kept = self._retain_control(header, batch, discard_records, can_discard,
+                                            now + retention_ms)
+                stats.messages_written += header.records_count if kept is not None else 0
+            elif discard_records:
+                kept = None
             else:
-                continue
+                kept = self._retain(header, batch, now, retention_ms, stats)
+            if kept is None:
+                if not last_of_producer:
+                    continue
+                kept = empty_batch(header)  # BatchRetention.RETAIN_EMPTY
             out.append(kept)
             out_headers.append(read_batch_header(kept))
             out_size += len(kept)
@@ -559,20 +541,48 @@ class Cleaner:
                 write_out()
         write_out()
 
-    def _should_retain_record(self, header: BatchHeader, record: Record, now: int,
-                              stats: CleanerStats) -> bool:
-        offset_map = self.offset_map
-        if record.offset > offset_map.latest_offset:
-            return True  # beyond what the map covers
-        if record.key is None:
-            stats.invalid_messages += 1
-            return False
-        if record.offset < offset_map.get(record.key):
-            return False  # a later record of the key exists
-        if record.value is not None:
-            return True
+    def _retain(self, header: BatchHeader, batch: memoryview, now: int, retention_ms: int,
+                stats: CleanerStats) -> bytes | memoryview | None:
+        """What a data batch keeps (Kafka's shouldRetainRecord over its records): the
+        batch itself when every record stays, a rebuilt batch of the kept ones, or None.
+        A batch that keeps a tombstone gets its delete horizon the first time (KIP-534)."""
+        records = batch_records_bytes(header, batch)
         horizon = delete_horizon(header)
-        return horizon is None or now < horizon
+        keep_tombstones = horizon is None or now < horizon
+        args = (records, header.records_count, header.base_offset, header.first_timestamp,
+                keep_tombstones)
+        kept, invalid, tombstones, body, base, max_ts = self.offset_map.retain_records(
+            *args, horizon)
+        if tombstones and horizon is None:
+            horizon = now + retention_ms
+            kept, invalid, tombstones, body, base, max_ts = self.offset_map.retain_records(
+                *args, horizon)
+        stats.invalid_messages += invalid
+        stats.messages_written += kept
+        if not kept:
+            return None
+        if body is None:
+            return batch
+        log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+        attributes = header.attributes | (DELETE_HORIZON_FLAG if horizon is not None else 0)
+        return frame_batch(
+            body, kept, attributes=attributes, base_offset=header.base_offset,
+            last_offset_delta=header.last_offset_delta, base_timestamp=base,
+            max_timestamp=header.max_timestamp if log_append else max_ts,
+            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch)
+
+    @staticmethod
+    def _retain_control(header: BatchHeader, batch: memoryview, discard: bool,
+                        can_discard: bool, new_horizon: int) -> bytes | memoryview | None:
+        """A transaction marker stays until it may be discarded (then None); one whose
+        transaction left no batches gets a delete horizon the first time."""
+        if discard:
+            return None
+        if can_discard and delete_horizon(header) is None:
+            return rebuild_batch(header, list(iter_records(batch)), new_horizon)
+        return batch
 
 
 def _file_size(path: os.PathLike[str]) -> int:

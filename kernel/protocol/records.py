@@ -291,14 +291,14 @@ def batch_records_bytes(header: BatchHeader, batch: memoryview | bytes) -> bytes
     return decompress(header.compression, memoryview(batch)[RECORD_BATCH_OVERHEAD:])
 
 
-def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
-    """Decode every record of one batch (decompressing as needed). LogAppendTime batches
-    report the batch's maxTimestamp for every record, as Kafka does."""
-    header = read_batch_header(batch)
-    data = batch_records_bytes(header, batch)
-    log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+RawRecord = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
+
+
+def walk_section(data: bytes | bytearray | memoryview, count: int) -> Iterator[RawRecord]:
+    """The ``count`` records of a decompressed records section as encoded: (offset
+    delta, timestamp delta, key, value, headers)."""
     position = 0
-    for _ in range(header.records_count):
+    for _ in range(count):
         length, position = read_varint(data, position)
         end = position + length
         if length < 1 or end > len(data):
@@ -318,10 +318,21 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
             headers.append((hkey.decode("utf-8"), hvalue))
         if position != end:
             raise _corrupt("record length does not match its fields")
-        timestamp = header.max_timestamp if log_append else header.first_timestamp + ts_delta
-        yield Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
+        yield offset_delta, ts_delta, key, value, tuple(headers)
     if position != len(data):
         raise _corrupt("records section is longer than recordsCount records")
+
+
+def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+    """Decode every record of one batch (decompressing as needed). LogAppendTime batches
+    report the batch's maxTimestamp for every record, as Kafka does."""
+    header = read_batch_header(batch)
+    data = batch_records_bytes(header, batch)
+    log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    for offset_delta, ts_delta, key, value, headers in walk_section(
+            data, header.records_count):
+        timestamp = header.max_timestamp if log_append else header.first_timestamp + ts_delta
+        yield Record(header.base_offset + offset_delta, timestamp, key, value, headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +374,7 @@ class SimpleRecord:
     offset_delta: int | None = None
 
 
-def _encode_record(
+def encode_record(
     out: bytearray, record: SimpleRecord, offset_delta: int, timestamp_delta: int
 ) -> None:
     body = bytearray(b"\x00")  # attributes
@@ -426,7 +437,7 @@ def build_batch(
         ts = base_timestamp if record.timestamp is None else record.timestamp
         max_timestamp = max(max_timestamp, ts)
         max_delta = max(max_delta, delta)
-        _encode_record(body, record, delta, ts - base_timestamp)
+        encode_record(body, record, delta, ts - base_timestamp)
     if last_offset_delta is None:
         last_offset_delta = max_delta
     attributes = int(compression) & COMPRESSION_MASK
@@ -440,13 +451,27 @@ def build_batch(
         attributes |= CONTROL_FLAG
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_FLAG
-    payload = compress(compression, bytes(body))
+    return frame_batch(body, len(items), attributes=attributes, base_offset=base_offset,
+                       last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
+                       max_timestamp=max_timestamp, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       partition_leader_epoch=partition_leader_epoch)
+
+
+def frame_batch(
+    records: bytes | bytearray, count: int, *, attributes: int, base_offset: int,
+    last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+    producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
+) -> bytes:
+    """A v2 batch around ``count`` encoded records, compressed by the attributes' codec,
+    its CRC computed."""
+    payload = compress(attributes & COMPRESSION_MASK, bytes(records))
     batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
     out = bytearray(RECORD_BATCH_OVERHEAD)
     BATCH_HEADER.pack_into(
         out, 0, base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC, 0,
         attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-        producer_epoch, base_sequence, len(items),
+        producer_epoch, base_sequence, count,
     )
     out += payload
     _UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))

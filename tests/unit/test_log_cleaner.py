@@ -1,5 +1,6 @@
 """The log cleaner on real logs: what a clean keeps (Kafka's rules), the swap's crash
-safety at every step, and coordination with truncation."""
+safety at every step, and coordination with truncation; each test with the offset map
+in C (kernel/log/_cleaner.c) and in Python."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from kernel.config import BrokerConfig, replace_settings
+from kernel.log import offset_map
 from kernel.log.cleaner import LogCleaningAbortedError
 from kernel.log.log import Log
 from kernel.log.log_cleaner import LogCleaner
@@ -31,6 +33,16 @@ NOW = 1_700_000_000_000
 TP = ("t", 0)
 COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=1024,
                     delete_retention_ms=1000, index_interval_bytes=128)
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def offset_map_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "c":
+        if offset_map._COffsetMap is None:
+            pytest.fail("kernel/log/_cleaner.c is not built (`pip install -e .` needs gcc)")
+    else:
+        monkeypatch.setattr(offset_map, "_COffsetMap", None)
+    return str(request.param)
 
 
 class Clock:
