@@ -49,6 +49,16 @@ static const unsigned char MD5_S[64] = {
     6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
 };
 
+#define MD5_ROTATE(x, n) (((x) << (n)) | ((x) >> (32 - (n))))
+#define MD5_STEP(f, a, b, c, d, i, g)                                  \
+    do {                                                               \
+        uint32_t t = a + (f) + MD5_K[i] + m[g];                        \
+        a = d;                                                         \
+        d = c;                                                         \
+        c = b;                                                         \
+        b = b + MD5_ROTATE(t, MD5_S[i]);                               \
+    } while (0)
+
 static void md5_block(uint32_t state[4], const unsigned char *p)
 {
     uint32_t m[16];
@@ -56,28 +66,15 @@ static void md5_block(uint32_t state[4], const unsigned char *p)
         m[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
                (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
     uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
-    for (int i = 0; i < 64; i++) {
-        uint32_t f;
-        int g;
-        if (i < 16) {
-            f = (b & c) | (~b & d);
-            g = i;
-        } else if (i < 32) {
-            f = (d & b) | (~d & c);
-            g = (5 * i + 1) % 16;
-        } else if (i < 48) {
-            f = b ^ c ^ d;
-            g = (3 * i + 5) % 16;
-        } else {
-            f = c ^ (b | ~d);
-            g = (7 * i) % 16;
-        }
-        uint32_t rotated = a + f + MD5_K[i] + m[g];
-        a = d;
-        d = c;
-        c = b;
-        b = b + ((rotated << MD5_S[i]) | (rotated >> (32 - MD5_S[i])));
-    }
+    /* the four rounds apart, so the message index of each step is a constant */
+    for (int i = 0; i < 16; i++)
+        MD5_STEP((b & c) | (~b & d), a, b, c, d, i, i);
+    for (int i = 16; i < 32; i++)
+        MD5_STEP((d & b) | (~d & c), a, b, c, d, i, (5 * i + 1) & 15);
+    for (int i = 32; i < 48; i++)
+        MD5_STEP(b ^ c ^ d, a, b, c, d, i, (3 * i + 5) & 15);
+    for (int i = 48; i < 64; i++)
+        MD5_STEP(c ^ (b | ~d), a, b, c, d, i, (7 * i) & 15);
     state[0] += a;
     state[1] += b;
     state[2] += c;
@@ -115,15 +112,17 @@ static void md5_update(Md5 *md5, const unsigned char *data, size_t n)
 static void md5_final(Md5 *md5, unsigned char out[16])
 {
     uint64_t bits = md5->length * 8;
-    unsigned char pad = 0x80;
-    md5_update(md5, &pad, 1);
-    pad = 0;
-    while (md5->used != 56)
-        md5_update(md5, &pad, 1);
-    unsigned char length[8];
+    size_t used = md5->used;
+    md5->block[used++] = 0x80;
+    if (used > 56) {
+        memset(md5->block + used, 0, 64 - used);
+        md5_block(md5->state, md5->block);
+        used = 0;
+    }
+    memset(md5->block + used, 0, 56 - used);
     for (int i = 0; i < 8; i++)
-        length[i] = (unsigned char)(bits >> (8 * i));
-    md5_update(md5, length, 8);
+        md5->block[56 + i] = (unsigned char)(bits >> (8 * i));
+    md5_block(md5->state, md5->block);
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             out[4 * i + j] = (unsigned char)(md5->state[i] >> (8 * j));
@@ -279,7 +278,8 @@ static Slot *find(Slot *table, Py_ssize_t capacity, const unsigned char hash[16]
 {
     uint64_t h;
     memcpy(&h, hash, 8);
-    Py_ssize_t i = (Py_ssize_t)(h % (uint64_t)capacity);
+    /* h * capacity / 2^64: a position in [0, capacity) without a division */
+    Py_ssize_t i = (Py_ssize_t)(((unsigned __int128)h * (uint64_t)capacity) >> 64);
     for (Py_ssize_t probes = 0; probes < capacity; probes++) {
         Slot *slot = &table[i];
         if (slot->offset < 0 || memcmp(slot->hash, hash, 16) == 0)

@@ -315,7 +315,9 @@ def walk_section(data: bytes | bytearray | memoryview, count: int) -> Iterator[R
             hvalue, position = _read_bytes(data, position)
             if hkey is None:
                 raise _corrupt("record header key is null")
-            headers.append((hkey.decode("utf-8"), hvalue))
+            # as bytes that are not UTF-8 came (Kafka decodes them with replacement; a
+            # record the cleaner re-encodes keeps its bytes)
+            headers.append((hkey.decode("utf-8", "surrogateescape"), hvalue))
         if position != end:
             raise _corrupt("record length does not match its fields")
         yield offset_delta, ts_delta, key, value, tuple(headers)
@@ -388,7 +390,7 @@ def encode_record(
             body += part
     write_varint(body, len(record.headers))
     for hkey, hvalue in record.headers:
-        encoded = hkey.encode("utf-8")
+        encoded = hkey.encode("utf-8", "surrogateescape")
         write_varint(body, len(encoded))
         body += encoded
         if hvalue is None:
