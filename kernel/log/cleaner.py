@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kernel.log.offset_map import new_offset_map
 from kernel.log.segment import CLEANED_SUFFIX, LogSegment
@@ -77,6 +78,17 @@ class LastRecord:
     producer_epoch: int
 
 
+class CleanableLog(Protocol):
+    """What the cleaner uses of a :class:`kernel.log.log.Log` (a Protocol keeps this
+    module below it)."""
+
+    def collect_aborted_transactions(self, start_offset: int,
+                                     upper_bound_offset: int) -> list[AbortedTxn]: ...
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment],
+                         after_step: Callable[[str], None] | None = None) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class LogToClean:
     """What a clean needs of a log, read on the event loop when it was chosen.
@@ -86,7 +98,7 @@ class LogToClean:
     be cleaned."""
 
     topic_partition: TopicPartition
-    log: object  # the kernel.log.log.Log; typed loosely to keep this module below it
+    log: CleanableLog
     segments: tuple[LogSegment, ...]
     sizes: tuple[int, ...]
     first_dirty_offset: int
@@ -385,7 +397,7 @@ class Cleaner:
             if s.base_offset < end and segments[i + 1].base_offset > start
         ]
         txns = CleanedTransactionMetadata()
-        txns.add_aborted_transactions(ltc.log.collect_aborted_transactions(  # type: ignore[attr-defined]
+        txns.add_aborted_transactions(ltc.log.collect_aborted_transactions(
             start, end))
         max_keys = int(offset_map.slots * DEDUPE_BUFFER_LOAD_FACTOR)
 
@@ -469,7 +481,7 @@ class Cleaner:
             for segment in group:
                 i = bases.index(segment.base_offset)
                 txns.add_aborted_transactions(
-                    ltc.log.collect_aborted_transactions(  # type: ignore[attr-defined]
+                    ltc.log.collect_aborted_transactions(
                         segment.base_offset, bases[i + 1]))
                 self.clean_into(ltc, segment, cleaned, txns, now, stats)
             cleaned.on_become_inactive()

@@ -175,8 +175,7 @@ class LogCleaner:
         def swap() -> None:
             log = ltc.log
             if (not self.manager.may_swap(tp)
-                    or not log.replace_segments(new, old,  # type: ignore[attr-defined]
-                                                self.after_swap_step)):
+                    or not log.replace_segments(new, old, self.after_swap_step)):
                 raise LogCleaningAbortedError(f"{tp[0]}-{tp[1]} changed under the cleaner")
 
         self._on_loop(swap)
