@@ -1,4 +1,5 @@
-"""``kafkernel`` command line: serve, config check, plugins list, version."""
+"""``kafkernel`` command line: serve, config check, plugins list, version, and the admin
+commands of the admin package (topic, group, cluster, config describe|alter)."""
 
 from __future__ import annotations
 
@@ -154,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file")
     check.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     check.set_defaults(func=cmd_config_check)
+
+    # topic, group, cluster and broker configs: clients of any Kafka-compatible broker
+    from admin.cli import add_parsers as add_admin_parsers
+
+    add_admin_parsers(sub, config_sub)
 
     plugins = sub.add_parser("plugins", help="plugin tools")
     plugins_sub = plugins.add_subparsers(dest="plugins_command", required=True)

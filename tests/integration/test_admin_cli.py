@@ -1,0 +1,183 @@
+"""``kafkernel`` admin commands against a running broker: every topic, group, cluster and
+broker-config command, its table and its JSON, and a one-line error with exit code 1 when
+the broker refuses or cannot be reached (tests/reference/test_admin_cli_conformance.py
+runs the same commands against Apache Kafka)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from kernel.testing.embedded import EmbeddedBroker
+from tests.integration.admin_cli import kafkernel, member_with_commits, produce
+
+GROUPS = {"coordinator": {"group.initial.rebalance.delay.ms": 0}}
+
+
+@pytest.fixture
+def bootstrap(broker_factory: Callable[..., EmbeddedBroker]) -> str:
+    return broker_factory(plugin_settings=GROUPS).bootstrap
+
+
+def test_topic_commands(bootstrap: str) -> None:
+    created = kafkernel(bootstrap, "topic", "create", "orders", "--partitions", "3",
+                        "--config", "retention.ms=3600000")
+    assert (created.code, created.out.strip()) == (0, "topic orders created")
+    produce(bootstrap, "orders", per_partition=5, partitions=3)
+
+    listed = kafkernel(bootstrap, "topic", "list", "-o", "json").json()
+    assert listed == [{"topic": "orders", "partitions": 3, "replication_factor": 1,
+                       "internal": False}]
+    table = kafkernel(bootstrap, "topic", "list").out
+    assert "TOPIC" in table and "orders" in table
+
+    (described,) = kafkernel(bootstrap, "topic", "describe", "orders", "-o", "json").json()
+    assert described["configs"] == {"retention.ms": "3600000"}
+    assert [(p["partition"], p["leader"], p["replicas"], p["isr"], p["start_offset"],
+             p["end_offset"]) for p in described["partitions"]] == [
+        (p, 1, [1], [1], 0, 5) for p in range(3)]
+    assert all(p["size_bytes"] > 0 for p in described["partitions"])
+    table = kafkernel(bootstrap, "topic", "describe", "orders").out
+    assert "retention.ms=3600000" in table and "LEADER" in table
+
+    altered = kafkernel(bootstrap, "topic", "alter-config", "orders", "--set",
+                        "cleanup.policy=compact", "--delete", "retention.ms")
+    assert altered.code == 0, altered.err
+    (described,) = kafkernel(bootstrap, "topic", "describe", "orders", "-o", "json").json()
+    assert described["configs"] == {"cleanup.policy": "compact"}
+
+    assert kafkernel(bootstrap, "topic", "add-partitions", "orders", "--total", "5").code == 0
+    (described,) = kafkernel(bootstrap, "topic", "describe", "orders", "-o", "json").json()
+    assert len(described["partitions"]) == 5
+
+    deleted = kafkernel(bootstrap, "topic", "delete", "orders")
+    assert (deleted.code, deleted.out.strip()) == (0, "topic orders deleted")
+    assert kafkernel(bootstrap, "topic", "list", "-o", "json").json() == []
+
+
+def test_internal_topics_are_listed_on_request(bootstrap: str) -> None:
+    kafkernel(bootstrap, "topic", "create", "t")
+    member_with_commits(bootstrap, "g", "t", {0: 0}).close()  # creates __consumer_offsets
+    names = [t["topic"] for t in kafkernel(bootstrap, "topic", "list", "--internal",
+                                           "-o", "json").json()]
+    assert "__consumer_offsets" in names
+    assert "__consumer_offsets" not in [
+        t["topic"] for t in kafkernel(bootstrap, "topic", "list", "-o", "json").json()]
+
+
+def test_group_describe_shows_members_offsets_and_lag(bootstrap: str) -> None:
+    kafkernel(bootstrap, "topic", "create", "events", "--partitions", "2")
+    produce(bootstrap, "events", per_partition=10, partitions=2)
+    member = member_with_commits(bootstrap, "billing", "events", {0: 4, 1: 10})
+    try:
+        listed = kafkernel(bootstrap, "group", "list", "-o", "json").json()
+        assert {"group": "billing", "state": "Stable", "simple": False} in listed
+        described = kafkernel(bootstrap, "group", "describe", "billing", "-o", "json").json()
+        assert (described["state"], described["coordinator"], described["protocol"]) == (
+            "Stable", 1, "range")
+        (m,) = described["members"]
+        assert m["assignment"] == ["events-0", "events-1"]
+        assert [(o["topic"], o["partition"], o["committed"], o["end_offset"], o["lag"],
+                 o["member_id"]) for o in described["offsets"]] == [
+            ("events", 0, 4, 10, 6, m["member_id"]), ("events", 1, 10, 10, 0, m["member_id"])]
+        assert described["total_lag"] == 6
+        table = kafkernel(bootstrap, "group", "describe", "billing").out
+        assert "total lag 6" in table and "events-0,events-1" in table
+
+        refused = kafkernel(bootstrap, "group", "reset-offsets", "billing", "--all-topics",
+                            "--to-earliest", "--execute")
+        assert refused.code == 1 and "current state is Stable" in refused.err
+    finally:
+        member.close()
+
+
+def test_reset_offsets_dry_run_and_execute(bootstrap: str) -> None:
+    kafkernel(bootstrap, "topic", "create", "events", "--partitions", "2")
+    produce(bootstrap, "events", per_partition=10, partitions=2)
+    member_with_commits(bootstrap, "billing", "events", {0: 4, 1: 10}).close()
+
+    def committed() -> list[int | None]:
+        described = kafkernel(bootstrap, "group", "describe", "billing", "-o", "json").json()
+        return [o["committed"] for o in described["offsets"]]
+
+    plan = kafkernel(bootstrap, "group", "reset-offsets", "billing", "--all-topics",
+                     "--to-earliest", "-o", "json").json()
+    assert (plan["executed"], [o["new_offset"] for o in plan["offsets"]]) == (False, [0, 0])
+    assert committed() == [4, 10]  # a dry run changes nothing
+    assert "dry run" in kafkernel(bootstrap, "group", "reset-offsets", "billing",
+                                  "--all-topics", "--to-latest").out
+
+    for how, expected in ((["--to-latest"], [10, 10]), (["--to-earliest"], [0, 0]),
+                          (["--to-offset", "7"], [7, 7]), (["--to-offset", "99"], [10, 10]),
+                          # the producer stamped record i at 1_700_000_000_000 + i s
+                          (["--to-datetime", "2023-11-14T22:13:23+00:00"], [3, 3])):
+        ran = kafkernel(bootstrap, "group", "reset-offsets", "billing", "--all-topics",
+                        *how, "--execute")
+        assert ran.code == 0, ran.err
+        assert committed() == expected, how
+    ran = kafkernel(bootstrap, "group", "reset-offsets", "billing", "--topic", "events:1",
+                    "--to-offset", "2", "--execute")
+    assert ran.code == 0 and committed() == [3, 2]
+
+    assert kafkernel(bootstrap, "group", "delete", "billing").code == 0
+    assert all(g["group"] != "billing"
+               for g in kafkernel(bootstrap, "group", "list", "-o", "json").json())
+
+
+def test_cluster_and_broker_configs(bootstrap: str) -> None:
+    cluster = kafkernel(bootstrap, "cluster", "describe", "-o", "json").json()
+    host, port = bootstrap.rsplit(":", 1)
+    assert cluster["controller"] == 1 and cluster["cluster_id"]
+    assert cluster["brokers"] == [{"id": 1, "host": host, "port": int(port), "rack": None}]
+    assert "controller 1" in kafkernel(bootstrap, "cluster", "describe").out
+
+    ran = kafkernel(bootstrap, "config", "alter", "--broker", "1", "--set",
+                    "log.retention.ms=7200000")
+    assert ran.code == 0, ran.err
+    configs = {c["name"]: c for c in kafkernel(bootstrap, "config", "describe", "--broker",
+                                                "1", "-o", "json").json()}
+    assert (configs["log.retention.ms"]["value"],
+            configs["log.retention.ms"]["source"]) == ("7200000", "DYNAMIC_BROKER_CONFIG")
+    everything = kafkernel(bootstrap, "config", "describe", "--broker", "1", "--all",
+                           "-o", "json").json()
+    assert len(everything) > len(configs) and any(
+        c["name"] == "num.partitions" and c["source"] == "DEFAULT_CONFIG" for c in everything)
+    assert kafkernel(bootstrap, "config", "alter", "--broker", "1", "--delete",
+                     "log.retention.ms").code == 0
+    configs = {c["name"]: c for c in kafkernel(bootstrap, "config", "describe", "--broker",
+                                                "1", "-o", "json").json()}
+    assert "log.retention.ms" not in configs
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["topic", "describe", "missing"], "describing missing: Broker: Unknown topic or partition"),
+    (["topic", "create", "bad", "--config", "cleanup.policy=sideways"], "creating bad: "),
+    (["topic", "delete", "missing"], "deleting missing: Broker: Unknown topic or partition"),
+    (["topic", "alter-config", "t"], "nothing to change"),
+    (["group", "reset-offsets", "nobody", "--topic", "missing", "--to-earliest"],
+     "--topic missing: no such topic"),
+    (["config", "alter", "--broker", "1", "--set", "num.partitions"],
+     "--set: expected KEY=VALUE, got 'num.partitions'"),
+])
+def test_a_refusal_is_one_line_and_exit_code_1(bootstrap: str, argv: list[str],
+                                               message: str) -> None:
+    ran = kafkernel(bootstrap, *argv)
+    assert ran.code == 1 and ran.out == ""
+    assert ran.err.startswith(f"kafkernel: {message}") and ran.err.count("\n") == 1, ran.err
+
+
+def test_an_unreachable_broker_is_one_line_and_exit_code_1() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernel", "topic", "list", "--bootstrap-server",
+         f"127.0.0.1:{port}", "--timeout", "2"],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("kafkernel: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"127.0.0.1:{port}" in proc.stderr or "timed out" in proc.stderr.lower()
