@@ -6,20 +6,22 @@ import argparse
 import sys
 from typing import Any
 
-from admin import cluster, groups, topics
+from admin import cluster, groups, records, topics
 from admin.client import add_client_arguments, admin_client, client_options
 from admin.errors import AdminError
 from admin.output import emit
 
 
 def add_parsers(sub: Any, config_commands: Any) -> None:
-    """``topic``, ``group``, ``cluster`` and broker ``config describe|alter``."""
+    """``topic``, ``group``, ``cluster``, broker ``config describe|alter``, ``produce``
+    and ``consume``."""
     common = argparse.ArgumentParser(add_help=False)
     add_client_arguments(common)
     common.set_defaults(func=run)
     topics.add_parsers(sub, common)
     groups.add_parsers(sub, common)
     cluster.add_parsers(sub, common, config_commands)
+    records.add_parsers(sub, common)
 
 
 def run(args: argparse.Namespace) -> int:

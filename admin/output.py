@@ -20,7 +20,7 @@ class Table:
 class View:
     document: Any
     tables: list[Table] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)  # said after the tables
+    lines: list[str] = field(default_factory=list)  # written after the tables, as is
 
 
 def cell(value: Any) -> str:
@@ -49,5 +49,5 @@ def emit(view: View, output: str, out: TextIO | None = None) -> None:
         for row in table.rows:
             rich_table.add_row(*(cell(v) for v in row))
         console.print(rich_table)
-    for line in view.lines:
-        console.print(line, highlight=False, markup=False)
+    for line in view.lines:  # as they are: a consumed record's text is the user's
+        stream.write(line + "\n")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -151,6 +152,36 @@ def test_cluster_and_broker_configs(bootstrap: str) -> None:
     configs = {c["name"]: c for c in kafkernel(bootstrap, "config", "describe", "--broker",
                                                 "1", "-o", "json").json()}
     assert "log.retention.ms" not in configs
+
+
+def test_produce_and_consume(bootstrap: str, tmp_path: Path) -> None:
+    kafkernel(bootstrap, "topic", "create", "quick", "--partitions", "2")
+    lines = tmp_path / "records.txt"
+    lines.write_text("a:1\nb:2\nc:3\n")
+    produced = kafkernel(bootstrap, "produce", "quick", "--input", str(lines),
+                         "--key-separator", ":", "--header", "source=cli",
+                         "--partition", "1", "-o", "json").json()
+    assert produced == {"topic": "quick", "records": 3, "partitions": {"1": 3}}
+    assert kafkernel(bootstrap, "produce", "quick", "--input", str(lines), "--partition",
+                     "0").out == "3 records produced to quick\n"
+
+    shown = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "--exit-at-end",
+                      "--format", "%k=%v %h @%p/%o")
+    assert shown.code == 0, shown.err
+    assert sorted(shown.out.splitlines()) == [
+        "=a:1  @0/0", "=b:2  @0/1", "=c:3  @0/2",
+        "a=1 source=cli @1/0", "b=2 source=cli @1/1", "c=3 source=cli @1/2"]
+    records = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "--count", "2",
+                        "--group", "quick-check", "-o", "json").json()
+    assert len(records) == 2 and all(r["topic"] == "quick" for r in records)
+    keyed = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "-e",
+                      "-o", "json").json()
+    assert {(r["key"], r["value"], tuple(r["headers"].items())) for r in keyed
+            if r["partition"] == 1} == {("a", "1", (("source", "cli"),)),
+                                         ("b", "2", (("source", "cli"),)),
+                                         ("c", "3", (("source", "cli"),))}
+    missing = kafkernel(bootstrap, "consume", "nowhere", "-e")
+    assert missing.code == 1 and missing.err.startswith("kafkernel: consuming nowhere")
 
 
 @pytest.mark.parametrize("argv, message", [
