@@ -6,15 +6,15 @@ import argparse
 import sys
 from typing import Any
 
-from admin import cluster, groups, records, topics
+from admin import cluster, groups, records, security, topics
 from admin.client import add_client_arguments, admin_client, client_options
 from admin.errors import AdminError
 from admin.output import emit
 
 
 def add_parsers(sub: Any, config_commands: Any) -> None:
-    """``topic``, ``group``, ``cluster``, broker ``config describe|alter``, ``produce``
-    and ``consume``."""
+    """``topic``, ``group``, ``cluster``, broker ``config describe|alter``, ``produce``,
+    ``consume``, ``user`` and ``acl``."""
     common = argparse.ArgumentParser(add_help=False)
     add_client_arguments(common)
     common.set_defaults(func=run)
@@ -22,6 +22,7 @@ def add_parsers(sub: Any, config_commands: Any) -> None:
     groups.add_parsers(sub, common)
     cluster.add_parsers(sub, common, config_commands)
     records.add_parsers(sub, common)
+    security.add_parsers(sub, common)
 
 
 def run(args: argparse.Namespace) -> int:
