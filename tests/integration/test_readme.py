@@ -78,10 +78,11 @@ def test_readme_plugin_serves_from_the_checkout(kafkernel: Path, tmp_path: Path)
 
 def test_dev_serve_installs_only_what_serving_needs() -> None:
     """./dev serve needs neither the test extra nor kcat, ZooKeeper or Java: of Debian's
-    packages only what builds the C record walk."""
+    packages only what builds the C extensions; of the extras uvloop and the admin
+    commands' clients."""
     dev = (ROOT / "dev").read_text()
     serve = dev.split("\n  serve)\n", 1)[1].split(";;", 1)[0]
-    assert "setup_python fast\n" in serve
+    assert "setup_python fast,admin\n" in serve
     for unneeded in ("test", "kcat", "zookeeper", "java"):
         assert unneeded not in serve, unneeded
     assert [line.strip() for line in serve.splitlines() if "apt_install" in line] == [
