@@ -8,6 +8,7 @@ from typing import Any
 
 from admin.client import ClientOptions, result
 from admin.errors import AdminError
+from admin.log_dirs import kafka_python_config
 from admin.output import Table, View
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -98,12 +99,24 @@ def _filter(args: argparse.Namespace) -> Any:
         else AclPermissionType.ANY)
 
 
+def _row(principal: str, host: str, operation: str, permission: str, resource_type: str,
+         resource: str, pattern_type: str) -> dict[str, Any]:
+    # librdkafka names the cluster resource BROKER; Kafka and its tools say CLUSTER
+    return {"principal": principal, "host": host, "operation": operation,
+            "permission": permission,
+            "resource_type": "CLUSTER" if resource_type == "BROKER" else resource_type,
+            "resource": resource, "pattern_type": pattern_type}
+
+
+def _sorted_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: tuple(str(v) for v in r.values()))
+
+
 def _rows(bindings: list[Any]) -> list[dict[str, Any]]:
-    return sorted(({"principal": b.principal, "host": b.host,
-                    "operation": b.operation.name, "permission": b.permission_type.name,
-                    "resource_type": b.restype.name, "resource": b.name,
-                    "pattern_type": b.resource_pattern_type.name} for b in bindings),
-                  key=lambda r: tuple(str(v) for v in r.values()))
+    """confluent-kafka's AclBindings as rows."""
+    return _sorted_rows([_row(b.principal, b.host, b.operation.name, b.permission_type.name,
+                              b.restype.name, b.name, b.resource_pattern_type.name)
+                         for b in bindings])
 
 
 ACL_COLUMNS = ["PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "RESOURCE TYPE", "RESOURCE",
@@ -111,10 +124,54 @@ ACL_COLUMNS = ["PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "RESOURCE TYPE", 
 
 
 def list_acls(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
-    bindings = result(client.describe_acls(_filter(args), request_timeout=options.timeout_s),
-                      options, "DescribeAcls")
-    rows = _rows(bindings)
+    """Through kafka-python: librdkafka (2.16) answers a DescribeAcls that the broker
+    refused (CLUSTER_AUTHORIZATION_FAILED) with an empty list, which would show an
+    operator without the right no ACLs instead of the refusal."""
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    restype, name = _resource(args, any_if_none=True)
+    kind = "CLUSTER" if restype.name == "BROKER" else restype.name
+    acl_filter = ACLFilter(
+        principal=args.principal, host=args.host,
+        operation=ACLOperation[(args.operation or "any").upper()],
+        permission_type=ACLPermissionType[(args.permission or "any").upper()],
+        resource_pattern=ResourcePatternFilter(
+            ResourceType[kind], name,
+            ACLResourcePatternType[(args.pattern_type or "any").upper()]))
+    try:
+        admin = KafkaAdminClient(**kafka_python_config(options))
+    except Exception as e:  # kafka.errors.*: unreachable, authentication
+        raise AdminError(f"DescribeAcls: {e}") from None
+    try:
+        acls, error = admin.describe_acls(acl_filter)
+    except Exception as e:
+        raise AdminError(f"DescribeAcls: {_kafka_python_error(e)}") from None
+    finally:
+        admin.close()
+    if getattr(error, "errno", 0):
+        raise AdminError(f"DescribeAcls: {_kafka_python_error(error)}")
+    rows = _sorted_rows([_row(a.principal, a.host, a.operation.name, a.permission_type.name,
+                              a.resource_pattern.resource_type.name,
+                              a.resource_pattern.resource_name,
+                              a.resource_pattern.pattern_type.name) for a in acls])
     return View(rows, [Table(None, ACL_COLUMNS, [list(r.values()) for r in rows])])
+
+
+def _kafka_python_error(error: Any) -> str:
+    """kafka-python's error as librdkafka words Kafka's: CLUSTER_AUTHORIZATION_FAILED as
+    "Cluster authorization failed."."""
+    name = getattr(error, "message", None)
+    if isinstance(name, str) and name.isupper():
+        return name.replace("_", " ").capitalize() + "."
+    return str(error) or type(error).__name__
 
 
 def add_acl(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:

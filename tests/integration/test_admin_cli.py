@@ -254,13 +254,23 @@ def test_users_and_acls_over_sasl(broker_factory: Callable[..., EmbeddedBroker],
     assert [a["principal"] for a in removed] == ["User:alice"]
     assert [a["principal"] for a in run("acl", "list", "-o", "json").json()] == ["User:bob"]
 
-    # an unprivileged user is refused, in one line (not by acl list: librdkafka 2.16
-    # answers a refused DescribeAcls with an empty list)
+    assert [a["resource_type"] for a in run("acl", "list", "--cluster", "-o", "json").json()
+            ] == []
+    assert run("acl", "add", "--principal", "User:bob", "--operation", "describe",
+               "--cluster").code == 0
+    assert [(a["resource_type"], a["resource"]) for a in run(
+        "acl", "list", "--cluster", "-o", "json").json()] == [("CLUSTER", "kafka-cluster")]
+    assert run("acl", "remove", "--cluster").code == 0
+
+    # an unprivileged user is refused, in one line
+    as_bob = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+              "--sasl-username", "bob", "--sasl-password", USERS["bob"]]
     denied = kafkernel(b.bootstrap, "acl", "add", "--principal", "User:bob", "--operation",
-                       "all", "--cluster", "--security-protocol", "SASL_PLAINTEXT",
-                       "--sasl-mechanism", "PLAIN", "--sasl-username", "bob",
-                       "--sasl-password", USERS["bob"])
-    assert denied.code == 1 and denied.err.count("\n") == 1
+                       "all", "--cluster", *as_bob)
     assert denied.err == "kafkernel: CreateAcls: Cluster authorization failed.\n", denied.err
+    assert denied.code == 1
+    denied = kafkernel(b.bootstrap, "acl", "list", *as_bob)
+    assert denied.err == "kafkernel: DescribeAcls: Cluster authorization failed.\n", denied.err
+    assert denied.code == 1
     no_resource = run("acl", "add", "--principal", "User:x", "--operation", "read")
     assert no_resource.code == 1 and "name a resource" in no_resource.err
