@@ -6,6 +6,8 @@ compiler the install still succeeds and the same work runs in Python."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("kernel.log._scan", ["kernel/log/_scan.c"], optional=True),
-    Extension("kernel.log._cleaner", ["kernel/log/_cleaner.c"], optional=True),
+    Extension("kernel.log._scan", ["kernel/log/_scan.c"], depends=["kernel/log/_varint.h"],
+              optional=True),
+    Extension("kernel.log._cleaner", ["kernel/log/_cleaner.c"],
+              depends=["kernel/log/_varint.h"], optional=True),
 ])

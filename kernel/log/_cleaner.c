@@ -19,6 +19,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+#include "_varint.h"
 #include <string.h>
 
 /* ---------------------------------------------------------------- MD5 (RFC 1321) */
@@ -129,28 +131,6 @@ static void md5_final(Md5 *md5, unsigned char out[16])
 }
 
 /* ---------------------------------------------------------------- the record walk */
-
-/* A zigzag varint of at most max_bytes bytes at *pos; 0 when it runs past the end or is
- * too long (as kernel/log/_scan.c reads them). */
-static int read_zigzag(const unsigned char *data, Py_ssize_t total, Py_ssize_t *pos,
-                       int max_bytes, int64_t *value)
-{
-    uint64_t raw = 0;
-    int shift = 0;
-    for (int i = 0; i < max_bytes; i++) {
-        if (*pos >= total)
-            return 0;
-        unsigned char b = data[(*pos)++];
-        if (shift < 64)
-            raw |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) {
-            *value = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            return 1;
-        }
-        shift += 7;
-    }
-    return 0;
-}
 
 static Py_ssize_t zigzag_size(int64_t value)
 {

@@ -12,28 +12,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* A zigzag varint of at most max_bytes bytes at *pos; 0 when it runs past the end or
- * is too long. 5 bytes of 7 bits fit in 64 bits; a 10-byte varlong may not, but its
- * value is never used (the timestamp delta), only its length. */
-static int read_zigzag(const unsigned char *data, Py_ssize_t total, Py_ssize_t *pos,
-                       int max_bytes, int64_t *value)
-{
-    uint64_t raw = 0;
-    int shift = 0;
-    for (int i = 0; i < max_bytes; i++) {
-        if (*pos >= total)
-            return 0;
-        unsigned char b = data[(*pos)++];
-        if (shift < 64)
-            raw |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) {
-            *value = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            return 1;
-        }
-        shift += 7;
-    }
-    return 0;
-}
+#include "_varint.h"
 
 static int scan(const unsigned char *data, Py_ssize_t total, Py_ssize_t count,
                 int check_offsets, int compacted)

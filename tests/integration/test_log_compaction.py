@@ -162,23 +162,34 @@ def test_tombstones_disappear_after_delete_retention_ms(
              "the tombstones to be removed")
 
 
+def internal_topic_broker(broker_factory: Callable[..., EmbeddedBroker], plugin: str,
+                          settings: dict[str, int], topic: str,
+                          partitions: int) -> tuple[EmbeddedBroker, Callable[[], float]]:
+    """A broker whose ``plugin`` keeps its internal topic in small segments, a topic of
+    ``partitions`` to load it through, and the internal partition 0's size on disk."""
+    broker = broker_factory(CLEANER, plugin_settings={plugin: settings})
+    assert broker.broker is not None and broker.broker.metrics_port
+    port = broker.broker.metrics_port
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+    internal = "__consumer_offsets" if plugin == "coordinator" else "__transaction_state"
+
+    def size() -> float:
+        got = sample(scrape(port), "kafkernel_log_size_bytes", topic=internal, partition="0")
+        assert got is not None
+        return got
+
+    return broker, size
+
+
 def test_consumer_offsets_stays_bounded_under_a_long_commit_load(
     broker_factory: Callable[..., EmbeddedBroker]
 ) -> None:
     segment_bytes = 4096
-    coordinator = {"offsets.topic.num.partitions": 1,
-                   "offsets.topic.segment.bytes": segment_bytes}
-    broker = broker_factory(CLEANER, plugin_settings={"coordinator": coordinator})
-    assert broker.broker is not None and broker.broker.metrics_port
-    port = broker.broker.metrics_port
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("work", 3, 1)])["work"].result(10)
-
-    def offsets_size() -> float:
-        size = sample(scrape(port), "kafkernel_log_size_bytes", topic="__consumer_offsets",
-                      partition="0")
-        assert size is not None
-        return size
+    broker, offsets_size = internal_topic_broker(
+        broker_factory, "coordinator", {"offsets.topic.num.partitions": 1,
+                                        "offsets.topic.segment.bytes": segment_bytes},
+        "work", 3)
 
     def commit_load(bootstrap: str, first: int, commits: int) -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "busy",
@@ -213,19 +224,10 @@ def test_transaction_state_stays_bounded_under_a_long_transactional_load(
     broker_factory: Callable[..., EmbeddedBroker]
 ) -> None:
     segment_bytes = 4096
-    txn = {"transaction.state.log.num.partitions": 1,
-           "transaction.state.log.segment.bytes": segment_bytes}
-    broker = broker_factory(CLEANER, plugin_settings={"txn": txn})
-    assert broker.broker is not None and broker.broker.metrics_port
-    port = broker.broker.metrics_port
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("ledger", 1, 1)])["ledger"].result(10)
-
-    def state_size() -> float:
-        size = sample(scrape(port), "kafkernel_log_size_bytes", topic="__transaction_state",
-                      partition="0")
-        assert size is not None
-        return size
+    broker, state_size = internal_topic_broker(
+        broker_factory, "txn", {"transaction.state.log.num.partitions": 1,
+                                "transaction.state.log.segment.bytes": segment_bytes},
+        "ledger", 1)
 
     def transactions(count: int) -> None:
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
