@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 # Progress lines at most this often: enough to see a recovery move, few enough to read.
 RECOVERY_LOG_INTERVAL_S = 2.0
@@ -55,7 +55,9 @@ def format_seconds(s: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RecoveryStatus:
-    """One reading of a recovery's progress."""
+    """One reading of a recovery's progress (a :class:`kernel.terminal.Progress`)."""
+
+    label: ClassVar[str] = "recovering logs"
 
     logs_done: int
     logs: int
@@ -187,13 +189,13 @@ class RecoveryProgress:
             return
         self._finished = True
         status = self.status()
+        if self._on_update is not None:
+            self._on_update(status)  # first: the bar goes before the end line is written
         if completed:
             fields = status.log_fields()
             fields.pop("percent")
             fields.pop("seconds_left", None)
             self._log.info("recovered logs", **fields)
-        if self._on_update is not None:
-            self._on_update(status)
 
     def _report(self, now: float) -> None:
         if self._on_update is not None and now >= self._next_update:
