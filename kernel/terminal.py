@@ -52,6 +52,7 @@ class ProgressBar(io.TextIOBase):
         self._bar: str | None = None  # the line to show, None when there is none
         self._drawn = False  # the bar is on the stream's last line now
         self._at_line_start = True  # nothing but the bar is on the last line
+        self._broken = False  # drawing failed once: the bar is given up
 
     @classmethod
     def on_terminal(cls, stream: TextIO) -> ProgressBar | None:
@@ -66,15 +67,22 @@ class ProgressBar(io.TextIOBase):
     # -- the bar --------------------------------------------------------------------
 
     def update(self, progress: Progress) -> None:
+        """Called from inside the task (recovery): a terminal that went away ends the
+        bar, never the task."""
         with self._lock:
-            if progress.finished:
-                self._bar = None
-                self._erase()
-            else:
-                self._bar = render(progress, self._columns())
-                if self._at_line_start:
-                    self._draw()
-            self._stream.flush()
+            if self._broken:
+                return
+            try:
+                if progress.finished:
+                    self._bar = None
+                    self._erase()
+                else:
+                    self._bar = render(progress, self._columns())
+                    if self._at_line_start:
+                        self._draw()
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._bar, self._drawn, self._broken = None, False, True
 
     def _columns(self) -> int:
         try:

@@ -65,6 +65,20 @@ def test_a_partial_line_is_not_drawn_over() -> None:
                                       "working [##----------------------]  10%  0.10 done"]
 
 
+class GoneTerminal(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+def test_a_terminal_that_went_away_ends_the_bar_not_the_task() -> None:
+    bar = ProgressBar(GoneTerminal())
+    bar.update(Task(0.5))
+    bar.update(Task(0.6))
+    bar.update(Task(1.0, finished=True))
+    with pytest.raises(OSError):  # a log line's failure is the logger's, as without a bar
+        bar.write("line\n")
+
+
 def test_render_fits_the_terminal() -> None:
     assert render(Task(0.0), 200) == "working [------------------------]   0%  0.00 done"
     assert render(Task(1.7), 200).startswith("working [" + "#" * 24 + "] 100%")
