@@ -6,8 +6,8 @@ erase to the end of the line), and the log lines are written through it, so one 
 lands on the bar: the bar is erased, the line written, the bar drawn again below it. Off
 a terminal nothing of this is used and stderr gets the log lines alone.
 
-Drawn here rather than with rich (the spark extra's bar): one line of text does not
-justify a dependency of every broker install.
+Drawn here rather than with rich (in the spark and admin extras only, for their bar
+and tables): one line of text does not justify a dependency of every broker install.
 """
 
 from __future__ import annotations
