@@ -16,6 +16,7 @@ import kernel
 from kernel.config import ConfigError, load_config
 from kernel.libc import libc_function
 from kernel.plugins import installed_plugins
+from kernel.terminal import ProgressBar
 
 
 def _run(coro_factory: object) -> None:
@@ -31,7 +32,9 @@ async def _serve(config: str | None, overrides: list[str],
                  raised_limit: tuple[int, int, int] | None) -> None:
     from kernel.server import Broker
 
-    broker = Broker(load_config(config, overrides))
+    # On a terminal, a start-up's log recovery is a progress bar below the log lines.
+    broker = Broker(load_config(config, overrides),
+                    progress_bar=ProgressBar.on_terminal(sys.stderr))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(broker.report_loop_error)
     stopping: list[asyncio.Task[None]] = []

@@ -9,7 +9,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, MutableMapping
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO, cast
 
 import structlog
 
@@ -32,7 +32,16 @@ def _report_errors(on_error: ErrorListener) -> Any:
     return processor
 
 
-def make_logger(fmt: str, level: str, stream: TextIO | None = None,
+class LogStream(Protocol):
+    """Where log lines are written: a text file such as stderr, or a terminal's
+    progress bar that keeps itself below them (kernel.terminal.ProgressBar)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+def make_logger(fmt: str, level: str, stream: LogStream | None = None,
                 on_error: ErrorListener | None = None, **context: Any) -> Any:
     renderer: Any
     if fmt == "json":
@@ -48,7 +57,8 @@ def make_logger(fmt: str, level: str, stream: TextIO | None = None,
         renderer,
     ]
     logger = structlog.wrap_logger(
-        structlog.PrintLogger(stream or sys.stderr),
+        # PrintLogger only writes and flushes what its TextIO annotation asks for
+        structlog.PrintLogger(cast(TextIO, stream or sys.stderr)),
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         cache_logger_on_first_use=True,

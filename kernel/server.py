@@ -58,6 +58,7 @@ from kernel.replica.manager import ReplicaManager
 from kernel.routing import Routes, RoutingError
 from kernel.sasl import SaslError, SaslMechanisms
 from kernel.services import TxnMarker, TxnMarkerResult
+from kernel.terminal import ProgressBar
 
 SHUTDOWN_GRACE_S = 5.0
 # A WriteTxnMarkers waits up to request.timeout.ms (30 s) for its markers' commit on the
@@ -67,7 +68,10 @@ RECENT_ERRORS = 20
 
 
 class Broker:
-    def __init__(self, loaded: LoadedConfig) -> None:
+    def __init__(self, loaded: LoadedConfig, *,
+                 progress_bar: ProgressBar | None = None) -> None:
+        """``progress_bar``: a terminal's (``kafkernel serve`` on one): the log lines go
+        through it and a start-up's log recovery is drawn on it."""
         self.loaded = loaded
         self.config = loaded.broker
         cfg = self.config
@@ -77,7 +81,7 @@ class Broker:
         self.recent_errors: collections.deque[str] = collections.deque(maxlen=RECENT_ERRORS)
         # Warnings about input a client may send on every request (refused batches).
         self.refused_input_notices = Notices()
-        self.log: Any = make_logger(cfg.logging_format, cfg.logging_level,
+        self.log: Any = make_logger(cfg.logging_format, cfg.logging_level, stream=progress_bar,
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
         self._plugin_settings = self._validate_plugin_tables()
@@ -173,6 +177,7 @@ class Broker:
                 self.metrics.log_cleaned(stats.map_bytes_read, stats.bytes_read,
                                          stats.bytes_written, stats.elapsed_s,
                                          stats.buffer_utilization))),
+            on_recovery_progress=None if progress_bar is None else progress_bar.update,
         )
         if self.logs.cleaner is not None:
             self.metrics.watch_cleaner(self._cleaner_sample)

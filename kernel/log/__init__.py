@@ -12,7 +12,8 @@ calls back to the event loop. The record batch format and its codecs are
 - :mod:`kernel.log.local_log`: :class:`LocalLog`, one partition's segment list.
 - :mod:`kernel.log.producer_state`: Kafka's ProducerStateManager, idempotent producers'
   epochs and sequences, snapshots and expiry.
-- :mod:`kernel.log.loader`: :class:`LogLoader`, recovery when a log opens.
+- :mod:`kernel.log.loader`: :class:`LogLoader`, recovery when a log opens;
+  :mod:`kernel.log.recovery_progress`: how far a start-up's recovery got.
 - :mod:`kernel.log.log`: :class:`Log` (Kafka's UnifiedLog), one partition.
 - :mod:`kernel.log.manager`: :class:`LogManager`, every log of a broker.
 - Compaction, Kafka's log cleaner: :mod:`kernel.log.log_cleaner` (:class:`LogCleaner`,

@@ -9,7 +9,9 @@ recovered batches assigned again. The checkpointed log start offset and the lead
 epoch cache are then trimmed to the log's ends, and the producer state is rebuilt: the
 latest ``.snapshot`` at or below the log end offset, then the batch headers after it
 (:func:`rebuild_producer_state`), which also writes the recovered segments' aborted
-transactions (``.txnindex``) again.
+transactions (``.txnindex``) again. Before a load, :func:`bytes_to_recover` tells the
+log manager what an unclean log's recovery will re-read, and the loader reports the
+bytes as it re-validates them (``on_recovered``), for the start-up's progress.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,7 @@ class LogLoader:
         leader_epoch_cache: LeaderEpochFileCache,
         now_ms: int,
         producer_state: ProducerStateManager | None = None,
+        on_recovered: Callable[[int], None] | None = None,
     ) -> None:
         self.dir = directory
         self.config = config
@@ -85,6 +88,8 @@ class LogLoader:
         self.leader_epoch_cache = leader_epoch_cache
         self.now_ms = now_ms
         self.producer_state = producer_state
+        # told the bytes of segment data re-validated, a chunk at a time
+        self.on_recovered = on_recovered
 
     def load(self) -> tuple[list[LogSegment], LoadedLogOffsets]:
         """The segments, oldest first (the last one active), and the offsets."""
@@ -103,7 +108,7 @@ class LogLoader:
         txn_index_from: int | None = None
         if not self.had_clean_shutdown and segments:
             segments, txn_index_from = self._recover_segments(
-                segments, self.recovery_point, epochs)
+                segments, self.recovery_point, epochs, self.on_recovered)
         if not segments:
             segments = [new_segment(directory, log_start_offset, config, now)]
         active = segments[-1]
@@ -203,7 +208,8 @@ class LogLoader:
 
     @staticmethod
     def _recover_segments(
-        segments: list[LogSegment], recovery_point: int, epochs: LeaderEpochFileCache
+        segments: list[LogSegment], recovery_point: int, epochs: LeaderEpochFileCache,
+        on_recovered: Callable[[int], None] | None = None,
     ) -> tuple[list[LogSegment], int]:
         """Recover the segments that may hold unflushed data: the one containing the
         recovery point and everything after. A truncated segment ends the log: the
@@ -215,15 +221,34 @@ class LogLoader:
             if header.partition_leader_epoch >= 0:
                 epochs.assign(header.partition_leader_epoch, header.base_offset)
 
-        first = max(0, bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+        first = _first_unflushed([s.base_offset for s in segments], recovery_point)
         segments[first].txn_index.reset()
         for i in range(first, len(segments)):
             start = recovery_point if i == first else None
-            if segments[i].recover(assign, start_offset=start) > 0:
+            if segments[i].recover(assign, start_offset=start, on_progress=on_recovered) > 0:
                 for later in segments[i + 1:]:
                     later.delete()
                 return segments[: i + 1], segments[first].base_offset
         return segments, segments[first].base_offset
+
+
+def _first_unflushed(bases: Sequence[int], recovery_point: int) -> int:
+    """Index of the segment holding the recovery point: recovery starts there."""
+    return max(0, bisect_right(bases, recovery_point) - 1)
+
+
+def bytes_to_recover(directory: Path, recovery_point: int) -> int:
+    """What recovering an unclean log re-reads: the sizes of its segment files from the
+    one holding ``recovery_point``. At most that: the loader enters that segment at the
+    recovery point's index entry when it can. Reads no data (one directory listing)."""
+    sizes: dict[int, int] = {}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            stem = entry.name[: -len(LOG_SUFFIX)]
+            if entry.name.endswith(LOG_SUFFIX) and stem.isdigit():
+                sizes[int(stem)] = entry.stat().st_size
+    bases = sorted(sizes)
+    return sum(sizes[base] for base in bases[_first_unflushed(bases, recovery_point):])
 
 
 def rebuild_producer_state(

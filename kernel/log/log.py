@@ -169,8 +169,10 @@ class Log:
         callbacks: LogCallbacks | None = None,
         now_ms: int | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        on_recovered: Callable[[int], None] | None = None,
     ) -> Log:
-        """Load (or create) the partition directory (see :mod:`kernel.log.loader`)."""
+        """Load (or create) the partition directory (see :mod:`kernel.log.loader`);
+        ``on_recovered`` is told the bytes recovery re-validates, a chunk at a time."""
         now = _wall_ms() if now_ms is None else now_ms
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
@@ -181,6 +183,7 @@ class Log:
             directory, config, recovery_point=recovery_point,
             log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
             leader_epoch_cache=epochs, now_ms=now, producer_state=producer_state,
+            on_recovered=on_recovered,
         ).load()
         callbacks = callbacks or LogCallbacks()
         local_log = LocalLog(

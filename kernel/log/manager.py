@@ -4,7 +4,8 @@ deletion, and the periodic work (retention, flush.ms, recovery-point checkpoints
 Per log directory: ``.lock`` (one broker per directory), ``.kafka_cleanshutdown``
 (written by a clean close: the next start reads no segment data), and Kafka's
 ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``. Without the
-marker each log re-validates only what lies after its checkpointed recovery point.
+marker each log re-validates only what lies after its checkpointed recovery point, and
+that recovery's progress is logged (:mod:`kernel.log.recovery_progress`).
 
 Everything here runs on the broker's event loop except fsyncs and checkpoint writes,
 which go to this manager's own thread pool. No module-level state: two brokers in one
@@ -23,6 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +40,16 @@ from kernel.log.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from kernel.log.loader import bytes_to_recover
 from kernel.log.local_log import DELETE_DIR_SUFFIX, log_dir_name, parse_topic_partition
 from kernel.log.log import Log, LogCallbacks
 from kernel.log.log_cleaner import CleanerObserver, LogCleaner
 from kernel.log.log_config import LogConfig
+from kernel.log.recovery_progress import (
+    RECOVERY_LOG_INTERVAL_S,
+    RecoveryListener,
+    RecoveryProgress,
+)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -52,6 +60,18 @@ _NEVER_MS = 10 * 365 * 24 * 3600 * 1000
 
 TopicPartition = tuple[str, int]
 SegmentRolledCallback = Callable[[str, int, int], None]
+
+
+@dataclass(slots=True)
+class _LogDir:
+    """One log dir as read before its logs open: whether its last shutdown was clean,
+    its checkpoints, and its partition directories with the bytes each will recover."""
+
+    directory: Path
+    clean: bool
+    recovery_points: dict[TopicPartition, int]
+    start_offsets: dict[TopicPartition, int]
+    logs: list[tuple[TopicPartition, Path, int]] = field(default_factory=list)
 
 
 def _wall_ms() -> int:
@@ -132,6 +152,8 @@ class LogManager:
         deletes at or above it (default: the log end offset).
     :param on_segment_rolled: ``(topic, partition, new base offset)`` observer.
     :param on_flush: seconds one background fsync took (the flush latency metric).
+    :param on_recovery_progress: told a start-up's recovery progress (a terminal's bar),
+        from the loading thread; ``recovery_log_interval_s``: how often it is logged.
     """
 
     def __init__(
@@ -144,6 +166,8 @@ class LogManager:
         on_segment_rolled: SegmentRolledCallback | None = None,
         on_flush: Callable[[float], None] | None = None,
         cleaner_observer: CleanerObserver | None = None,
+        on_recovery_progress: RecoveryListener | None = None,
+        recovery_log_interval_s: float = RECOVERY_LOG_INTERVAL_S,
         logger: Any = None,
         time_ms: Callable[[], int] = _wall_ms,
         producer_id_expiration_check_interval_ms: int = 600_000,
@@ -158,6 +182,8 @@ class LogManager:
         self._high_watermark = high_watermark
         self._on_segment_rolled = on_segment_rolled
         self._on_flush = on_flush
+        self._on_recovery_progress = on_recovery_progress
+        self._recovery_log_interval_s = recovery_log_interval_s
         self._log = logger if logger is not None else structlog.get_logger("kafkernel.log")
         self._time_ms = time_ms
         # Kafka's internal producer.id.expiration.check.interval.ms (not a broker config)
@@ -239,24 +265,41 @@ class LogManager:
 
     def load(self) -> None:
         """Open every partition directory. Blocking (recovery reads data): :meth:`start`
-        runs it in a worker thread."""
+        runs it in a worker thread. When a log dir had no clean shutdown, the recovery's
+        progress is logged (:mod:`kernel.log.recovery_progress`)."""
         if self._loaded:
             return
+        progress: RecoveryProgress | None = None
         try:
             self.lock_dirs()
-            for directory in self.log_dirs:
-                self._load_dir(directory)
+            found: dict[TopicPartition, Path] = {}
+            dirs = [self._read_log_dir(directory, found) for directory in self.log_dirs]
+            if any(not d.clean and d.logs for d in dirs):
+                progress = RecoveryProgress(
+                    self._log, sum(len(d.logs) for d in dirs),
+                    sum(planned for d in dirs for _, _, planned in d.logs),
+                    log_interval_s=self._recovery_log_interval_s,
+                    on_update=self._on_recovery_progress,
+                )
+                progress.start()
+            for log_dir in dirs:
+                self._load_dir(log_dir, progress)
         except BaseException:
+            if progress is not None:
+                progress.finish(completed=False)
             self._release_locks()
             for log in self._logs.values():
                 log.close(flush=False)
             self._logs.clear()
             raise
+        if progress is not None:
+            progress.finish()
         self._loaded = True
 
-    def _load_dir(self, directory: Path) -> None:
-        marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+    def _read_log_dir(self, directory: Path, found: dict[TopicPartition, Path]) -> _LogDir:
+        """A log dir's checkpoints and partition directories, before any log opens:
+        what its load will do (``found``: the partitions of the dirs read before)."""
+        clean = (directory / CLEAN_SHUTDOWN_FILE).exists()
         try:
             recovery_points = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
         except CheckpointError as e:
@@ -274,8 +317,7 @@ class LogManager:
         except CheckpointError as e:
             # the followers' next fetches and the ISR's log ends bring them back
             self._log.warning("ignoring unreadable high watermark checkpoint", error=str(e))
-        started = time.monotonic()
-        loaded = 0
+        log_dir = _LogDir(directory, clean, recovery_points, start_offsets)
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if not entry.is_dir() or entry.name in SKIPPED_DIRS:
                 continue
@@ -287,28 +329,39 @@ class LogManager:
                 key = parse_topic_partition(entry.name)
             except ValueError:
                 continue
-            if key in self._logs:
+            if key in found:
                 raise RuntimeError(
-                    f"duplicate log directories for {entry.name}: {self._logs[key].dir} "
-                    f"and {path}"
-                )
+                    f"duplicate log directories for {entry.name}: {found[key]} and {path}")
+            found[key] = path
+            planned = 0 if clean else bytes_to_recover(path, recovery_points.get(key, 0))
+            log_dir.logs.append((key, path, planned))
+        return log_dir
+
+    def _load_dir(self, log_dir: _LogDir, progress: RecoveryProgress | None) -> None:
+        directory, clean = log_dir.directory, log_dir.clean
+        started = time.monotonic()
+        for key, path, planned in log_dir.logs:
+            if progress is not None:
+                progress.begin_log(planned)
             self._logs[key] = Log.open(
                 path, self.config_for(key[0]),
-                recovery_point=recovery_points.get(key, 0),
-                log_start_offset=start_offsets.get(key, 0),
+                recovery_point=log_dir.recovery_points.get(key, 0),
+                log_start_offset=log_dir.start_offsets.get(key, 0),
                 had_clean_shutdown=clean, callbacks=self._callbacks, now_ms=self._time_ms(),
                 producer_id_expiration_ms=self._broker_config.producer_id_expiration_ms,
+                on_recovered=None if progress is None else progress.recovered,
             )
-            loaded += 1
+            if progress is not None:
+                progress.log_loaded()
         if clean:
             # from now on a crash must be seen as one: the removal has to be durable
-            marker.unlink()
+            (directory / CLEAN_SHUTDOWN_FILE).unlink()
             fsync_dir(directory)
         # Without logs there is nothing to recover: a fresh directory had no shutdown,
         # clean or not, and saying clean_shutdown=False would suggest a crash.
-        shutdown = {"clean_shutdown": clean} if loaded else {}
+        shutdown = {"clean_shutdown": clean} if log_dir.logs else {}
         self._log.info(
-            "loaded logs", log_dir=str(directory), logs=loaded, **shutdown,
+            "loaded logs", log_dir=str(directory), logs=len(log_dir.logs), **shutdown,
             seconds=round(time.monotonic() - started, 3),
         )
 

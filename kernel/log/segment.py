@@ -596,11 +596,14 @@ class LogSegment:
         self,
         on_batch: Callable[[BatchHeader], None] | None = None,
         start_offset: int | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> int:
         """Re-validate batches (framing, magic, CRC, increasing offsets), rebuild the
         indexes over them and truncate at the first invalid or partial batch. With
         ``start_offset`` (the recovery point) only the batches from the one just below
-        it are checked. Returns the number of bytes truncated."""
+        it are checked. ``on_progress`` is told the bytes re-validated since its last
+        call, at each chunk read (not per batch: this loop is the recovery's cost).
+        Returns the number of bytes truncated."""
         fd = self._open()
         file_size = os.fstat(fd).st_size
         if file_size == 0 and self._offset_index is None and self._time_index is None:
@@ -638,10 +641,13 @@ class LogSegment:
         crc32c = _crc32c.crc32c
         since = 0
         chunk = b""
-        chunk_start = position
+        chunk_start = reported = position
         while position + RECORD_BATCH_OVERHEAD <= file_size:
             rel = position - chunk_start
             if rel + RECORD_BATCH_OVERHEAD > len(chunk):
+                if on_progress is not None:
+                    on_progress(position - reported)
+                    reported = position
                 chunk = os.pread(fd, RECOVERY_CHUNK_BYTES, position)
                 chunk_start, rel = position, 0
             header = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, rel))
@@ -660,6 +666,9 @@ class LogSegment:
                     batch = os.pread(fd, size, position)
                     view = memoryview(batch)[ATTRIBUTES_OFFSET:]
                 else:
+                    if on_progress is not None:
+                        on_progress(position - reported)
+                        reported = position
                     chunk = os.pread(fd, RECOVERY_CHUNK_BYTES, position)
                     chunk_start, rel = position, 0
                     view = memoryview(chunk)[ATTRIBUTES_OFFSET:size]
@@ -681,6 +690,8 @@ class LogSegment:
             next_offset = header.last_offset + 1
             position += size
             since += size
+        if on_progress is not None:
+            on_progress(position - reported)
         truncated = file_size - position
         if truncated:
             os.ftruncate(fd, position)

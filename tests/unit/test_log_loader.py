@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from kernel.log import segment as segment_module
+from kernel.log.loader import bytes_to_recover
 from kernel.log.log import Log
 from kernel.log.log_config import LogConfig
 from kernel.log.segment import LogSegment
@@ -72,6 +74,63 @@ def test_recovery_deletes_segments_after_a_truncated_one(tmp_path: Path) -> None
     assert again.active_segment.base_offset == second.base_offset
     assert len(again.segments) == 2
     assert read_all(again) == list(range(again.log_end_offset))
+
+
+def test_bytes_to_recover_are_the_segments_from_the_recovery_point(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2_000), now_ms=NOW)
+    for _ in range(40):
+        log.append_as_leader(batch(5), 0, NOW)
+    sizes = [s.size for s in log.segments]
+    third = log.segments[2]
+    crash_log(log)
+    assert len(sizes) > 4
+    assert bytes_to_recover(log.dir, 0) == sum(sizes)
+    assert bytes_to_recover(log.dir, third.base_offset) == sum(sizes[2:])
+    assert bytes_to_recover(log.dir, third.base_offset + 1) == sum(sizes[2:])
+    assert bytes_to_recover(log.dir, 10**9) == sizes[-1]
+    (tmp_path / "empty").mkdir()
+    assert bytes_to_recover(tmp_path / "empty", 0) == 0
+
+
+def test_recovery_reports_what_it_revalidates_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_recovered hears of every byte recovery re-validated, in one call per chunk
+    read (never per batch), and of nothing it trusted: the flushed part before the
+    recovery point's index entry, a torn tail, segments after it."""
+    monkeypatch.setattr(segment_module, "RECOVERY_CHUNK_BYTES", 4096)
+    config = LogConfig(segment_bytes=20_000, index_interval_bytes=1_000)
+    log = Log.open(tmp_path / "t-0", config, now_ms=NOW)
+    for _ in range(200):
+        log.append_as_leader(batch(5), 0, NOW)
+    sizes = [s.size for s in log.segments]
+    crash_log(log)
+    assert len(sizes) >= 4
+    reported: list[int] = []
+    again = Log.open(log.dir, config, recovery_point=0, now_ms=NOW,
+                     on_recovered=reported.append)
+    assert sum(reported) == sum(sizes) == bytes_to_recover(log.dir, 0)
+    batches = sum(sizes) // len(batch(5))
+    assert sum(sizes) // 4096 <= len(reported) < batches // 2  # per chunk, not per batch
+
+    # From a recovery point inside the last segment: only from its index entry on.
+    last = again.active_segment
+    point = again.log_end_offset - 50
+    crash_log(again)
+    reported.clear()
+    planned = bytes_to_recover(log.dir, point)
+    assert planned == sizes[-1]
+    Log.open(log.dir, config, recovery_point=point, now_ms=NOW,
+             on_recovered=reported.append)
+    assert 0 < sum(reported) < planned / 2
+
+    # A torn tail: what was valid before it is reported, the garbage is not.
+    crash_log(Log.open(log.dir, config, now_ms=NOW, had_clean_shutdown=True))
+    with open(last.log_path, "ab") as f:
+        f.write(b"\x00torn" * 300)
+    reported.clear()
+    Log.open(log.dir, config, recovery_point=0, now_ms=NOW, on_recovered=reported.append)
+    assert sum(reported) == sum(sizes)
 
 
 def test_clean_start_reads_no_segment_data(

@@ -4,6 +4,7 @@ creation and deletion, directory locks and the periodic tasks on an event loop."
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,44 @@ def test_loaded_logs_says_whether_the_last_shutdown_was_clean(tmp_path: Path) ->
     clean = next(fields for event, fields in logger.events if event == "loaded logs")
     assert clean == {"log_dir": str(tmp_path), "logs": 1, "clean_shutdown": True,
                      "seconds": clean["seconds"]}
+
+
+def test_an_unclean_start_logs_its_recovery_progress(tmp_path: Path) -> None:
+    """The plan is each log's segments from its recovery point's; lines and listener
+    follow the load to that total; a clean start says nothing of recovery."""
+    config = BrokerConfig(log_segment_bytes=4_000)
+    m = manager([tmp_path], config=config)
+    logs = [m.get_or_create_log("t", p) for p in range(3)]
+    for log in logs:
+        for _ in range(30):
+            log.append_as_leader(batch(), 0, NOW)
+    logs[0].flush()
+    m.checkpoint_recovery_points()  # t-0 recovers its active segment only
+    flushed = logs[0].active_segment.size
+    planned = flushed + sum(s.size for log in logs[1:] for s in log.segments)
+    assert len(logs[1].segments) > 2
+    crash(m)
+    logger, updates = RecordingLogger(), []
+    again = manager([tmp_path], config=config, logger=logger, recovery_log_interval_s=0,
+                    on_recovery_progress=updates.append)
+    events = [event for event, _ in logger.events]
+    assert events[0] == "recovering logs" and events[-1] == "recovered logs"
+    assert logger.events[0][1] == {"logs": 3, "bytes_to_recover": planned}
+    lines = [f for event, f in logger.events if event == "log recovery progress"]
+    assert len(lines) >= 3 + sum(len(log.segments) for log in logs)
+    for earlier, later in itertools.pairwise(lines):
+        assert earlier["bytes_done"] <= later["bytes_done"]
+        assert earlier["logs_done"] <= later["logs_done"]
+    assert {line["bytes_to_recover"] for line in lines} == {planned}
+    end = logger.events[-1][1]
+    assert (end["logs_done"], end["logs"], end["bytes_done"]) == (3, 3, planned)
+    assert updates[-1].finished and updates[-1].bytes_done == planned
+    assert [log.log_end_offset for log in again.all_logs()] == [150] * 3
+    again.close()
+    logger, updates = RecordingLogger(), []
+    manager([tmp_path], config=config, logger=logger,
+            on_recovery_progress=updates.append).close()
+    assert [event for event, _ in logger.events] == ["loaded logs"] and updates == []
 
 
 def test_topic_configs(tmp_path: Path) -> None:
