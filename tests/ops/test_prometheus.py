@@ -83,6 +83,33 @@ def test_promtool_checks_the_rules_and_runs_their_unit_test() -> None:
     assert unit.returncode == 0, unit.stdout
 
 
+def test_dashboard_imports_into_any_grafana() -> None:
+    """No data source of one Grafana: every panel and query names the `datasource`
+    variable (Prometheus); panels have their own ids and places on the grid."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    source = {"type": "prometheus", "uid": "${datasource}"}
+    cells: set[tuple[int, int]] = set()
+    ids: set[int] = set()
+    for panel in dashboard["panels"]:
+        assert panel["id"] not in ids, panel["title"]
+        ids.add(panel["id"])
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        mine = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not mine & cells, f"{panel['title']} overlaps another panel"
+        cells |= mine
+        if panel["type"] != "row":
+            assert panel["datasource"] == source, panel["title"]
+            assert panel["targets"], panel["title"]
+            assert all(t["datasource"] == source for t in panel["targets"]), panel["title"]
+    for name in ("job", "instance"):
+        assert variables[name]["datasource"] == source
+
+
 class Load:
     """A producer writing to the topic's two partitions, about 250 records a second,
     and a consumer group reading them at most twice as fast, each in its own thread."""
