@@ -73,8 +73,8 @@ def test_lag_of_followed_partitions_under_replicated_and_offline_partitions(
     assert _samples(coordinator, "kafkernel_group_consumer_lag_sum") == {
         frozenset({"group": group}.items()): 27.0}
     assert coordinator.broker is not None
-    assert any(not coordinator.broker.replicas.get_partition(topic, p).is_leader
-               for p in range(3))
+    replicas = [coordinator.broker.replicas.get_partition(topic, p) for p in range(3)]
+    assert any(r is not None and not r.is_leader for r in replicas)
     assert all(_gauge(b, "kafkernel_under_replicated_partitions") == 0 for b in brokers)
 
     # A topic whose only replica is on the broker about to stop (not the coordinator).
