@@ -233,7 +233,8 @@ def test_dashboard_and_alerts_on_a_real_prometheus(broker: EmbeddedBroker, load:
         load.start_consumer()
         refuse_a_tls_client(broker.bootstrap)
 
-        # Every panel shows data once a few scrapes are in (rates need two).
+        # Every panel shows data once a few scrapes are in (rates need two). The error
+        # codes panel has the group's first JoinGroup (MEMBER_ID_REQUIRED, KIP-394).
         def lacking() -> list[str]:
             return [name for name, expr in queries.items() if not has_data(prom.query(expr))]
 
