@@ -125,6 +125,13 @@ class ClusterImage:
         t = self.topics.get(topic)
         return None if t is None else t.partitions.get(partition)
 
+    def offline_partitions(self) -> int:
+        """Partitions without a leader clients can reach: none elected, or one that is
+        not a registered broker (Metadata answers LEADER_NOT_AVAILABLE for both).
+        Kafka's controller metric OfflinePartitionsCount."""
+        return sum(1 for t in self.topics.values() for p in t.partitions.values()
+                   if p.leader == NO_LEADER or p.leader not in self.brokers)
+
 
 ImageListener = Callable[[ClusterImage, ClusterImage], None]
 """Called with (previous image, new image) after every change, on the event loop."""

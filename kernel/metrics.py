@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -45,6 +45,8 @@ class PartitionSample:
     log_end_offset: int
     high_watermark: int
     last_stable_offset_lag: int
+    under_replicated: bool = False  # led here, ISR smaller than the replicas
+    under_min_isr: bool = False  # led here, ISR below min.insync.replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +57,21 @@ class FetchSessionSample:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirSample:
+    """A log directory's file system; a volume that cannot be read has no sample."""
+
+    path: str
+    total_bytes: int
+    usable_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class StateSample:
     partitions: list[PartitionSample]
     purgatory_delayed: dict[str, int]
     fetch_sessions: FetchSessionSample
+    log_dirs: list[LogDirSample] = field(default_factory=list)
+    offline_partitions: int | None = None  # None: no cluster image yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +180,32 @@ class _StateCollector:
         yield CounterMetricFamily("kafkernel_incremental_fetch_session_evictions",
                                   "Incremental fetch sessions evicted to make room for "
                                   "new ones.", value=sessions.evictions)
+        # Kafka's ReplicaManager gauges UnderReplicatedPartitions and
+        # UnderMinIsrPartitionCount: partitions led here, so a cluster sums them.
+        yield GaugeMetricFamily(
+            "kafkernel_under_replicated_partitions", "Partitions led here whose ISR is "
+            "smaller than their replica set.",
+            value=sum(p.under_replicated for p in state.partitions))
+        yield GaugeMetricFamily(
+            "kafkernel_under_min_isr_partitions", "Partitions led here whose ISR is "
+            "below min.insync.replicas: acks=all produces to them are refused.",
+            value=sum(p.under_min_isr for p in state.partitions))
+        if state.offline_partitions is not None:
+            # Every broker sees the same image: a cluster takes the max, not the sum.
+            yield GaugeMetricFamily(
+                "kafkernel_offline_partitions", "Partitions of the cluster without a "
+                "reachable leader, as this broker's cluster image has them (Kafka's "
+                "OfflinePartitionsCount).", value=state.offline_partitions)
+        total = GaugeMetricFamily("kafkernel_log_dir_total_bytes", "Size of the file "
+                                  "system a log directory is on.", labels=["log_dir"])
+        usable = GaugeMetricFamily("kafkernel_log_dir_usable_bytes", "Bytes an "
+                                   "unprivileged writer can still use on a log "
+                                   "directory's file system.", labels=["log_dir"])
+        for d in state.log_dirs:
+            total.add_metric([d.path], d.total_bytes)
+            usable.add_metric([d.path], d.usable_bytes)
+        yield total
+        yield usable
 
 
 class BrokerMetrics:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import traceback
 from collections.abc import MutableMapping, Sequence
 from typing import Any
@@ -36,11 +37,13 @@ from kernel.fetch_session import FetchSessionCache
 from kernel.handlers import find_coordinator, write_txn_markers
 from kernel.log.log_cleaner import CleanerObserver
 from kernel.log.manager import LogDirError, LogManager
+from kernel.log.volume import volume_bytes
 from kernel.logging import Notices, make_logger
 from kernel.metrics import (
     BrokerMetrics,
     CleanerSample,
     FetchSessionSample,
+    LogDirSample,
     PartitionSample,
     StateSample,
 )
@@ -452,13 +455,26 @@ class Broker:
             partitions.append(PartitionSample(
                 p.topic, p.partition, sum(s.size for s in segments), len(segments),
                 log.log_start_offset, log.log_end_offset, high_watermark, lag,
+                p.is_under_replicated, p.is_under_min_isr,
             ))
         sessions = self.fetch_sessions
-        return StateSample(partitions, {
-            "Produce": self.produce_purgatory.num_delayed,
-            "Fetch": self.fetch_purgatory.num_delayed,
-            "DeleteRecords": self.delete_records_purgatory.num_delayed,
-        }, FetchSessionSample(len(sessions), sessions.num_partitions, sessions.evictions))
+        log_dirs = []
+        for directory in self.logs.log_dirs:
+            try:
+                total, usable = volume_bytes(directory)
+            except OSError:  # DescribeLogDirs answers KAFKA_STORAGE_ERROR for it
+                continue
+            log_dirs.append(LogDirSample(os.path.abspath(directory), total, usable))
+        metadata = self._metadata
+        return StateSample(
+            partitions, {
+                "Produce": self.produce_purgatory.num_delayed,
+                "Fetch": self.fetch_purgatory.num_delayed,
+                "DeleteRecords": self.delete_records_purgatory.num_delayed,
+            }, FetchSessionSample(len(sessions), sessions.num_partitions, sessions.evictions),
+            log_dirs=log_dirs,
+            offline_partitions=metadata.image.offline_partitions() if metadata else None,
+        )
 
     def _high_watermark_of(self, log: Any) -> int | None:
         partition = self.replicas.get_partition(log.topic, log.partition)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
 from typing import Any
 
 from kernel.cluster import TopicPartition
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.log.log import Log
+from kernel.log.volume import volume_bytes
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
 from kernel.requests import RequestContext
@@ -81,11 +81,3 @@ def offset_lag(ctx: RequestContext, log: Log) -> int:
     if replica is None:
         return INVALID_OFFSET_LAG
     return max(replica.high_watermark - log.log_end_offset, 0)
-
-
-def volume_bytes(directory: Path) -> tuple[int, int]:
-    """(total, usable) bytes of the directory's file system, as Java's FileStore
-    getTotalSpace and getUsableSpace read them (statvfs: blocks and blocks available to
-    an unprivileged user, in fragment units)."""
-    st = os.statvfs(directory)
-    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

@@ -16,6 +16,7 @@ calls back to the event loop. The record batch format and its codecs are
   :mod:`kernel.log.recovery_progress`: how far a start-up's recovery got.
 - :mod:`kernel.log.log`: :class:`Log` (Kafka's UnifiedLog), one partition.
 - :mod:`kernel.log.manager`: :class:`LogManager`, every log of a broker.
+- :mod:`kernel.log.volume`: a log directory's file system, total and usable bytes.
 - Compaction, Kafka's log cleaner: :mod:`kernel.log.log_cleaner` (:class:`LogCleaner`,
   the cleaner threads, their throttler, the swap handed to the event loop),
   :mod:`kernel.log.cleaner_manager` (:class:`LogCleanerManager`, the dirtiest eligible

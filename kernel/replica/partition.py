@@ -108,6 +108,22 @@ class Partition:
     def isr(self) -> tuple[int, ...]:
         return self.state.isr if self.state is not None else ()
 
+    @property
+    def is_under_replicated(self) -> bool:
+        """Led here with fewer replicas in sync than assigned (Kafka's
+        isUnderReplicated: the replicas a reassignment is adding do not count)."""
+        state = self.state
+        return (state is not None and state.leader == self.local_broker_id
+                and len(state.isr) < len(state.replicas) - len(state.adding_replicas))
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Led here with fewer replicas in sync than min.insync.replicas: acks=all
+        produces are refused (Kafka's isUnderMinIsr)."""
+        state = self.state
+        return (state is not None and state.leader == self.local_broker_id
+                and len(state.isr) < self.log.config.min_insync_replicas)
+
     # -- role changes (driven by the cluster image) ---------------------------
 
     @property

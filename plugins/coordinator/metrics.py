@@ -2,15 +2,18 @@
 
 Counters are bumped by the handlers. Gauges (groups by state, members, consumer lag)
 are computed when /metrics is scraped, from the loaded shards: no bookkeeping on the
-request path. The scrape runs on the metrics server's thread while the event loop
-mutates the shards, so the collector only takes snapshots (``list(...)`` of a dict is
-one C call under the GIL) and skips a scrape that still races.
+request path. Consumer lag needs no client: a group's committed offsets are the shard's
+and a partition's high watermark is the replica manager's, so it is known for every
+partition with a replica here (Kafka has no broker-side lag metric; tools compute it
+from ListOffsets and OffsetFetch). The scrape runs on the metrics server's thread while
+the event loop mutates the shards, so the collector only takes snapshots (``list(...)``
+of a dict is one C call under the GIL) and skips a scrape that still races.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -24,6 +27,12 @@ if TYPE_CHECKING:
     from plugins.coordinator.shard import GroupCoordinatorShard
 
 __all__ = ["GroupMetrics"]
+
+_LAG = ("kafkernel_group_consumer_lag", "High watermark minus the group's committed "
+        "offset, for partitions with a replica on this broker (a follower's high "
+        "watermark trails the leader's by a fetch).")
+_LAG_SUM = ("kafkernel_group_consumer_lag_sum", "The group's consumer lag summed over "
+            "its partitions with a replica on this broker.")
 
 
 class GroupMetrics:
@@ -63,9 +72,8 @@ class _GroupCollector(Collector):
             GaugeMetricFamily("kafkernel_groups", "Groups by state.", labels=["state"]),
             GaugeMetricFamily("kafkernel_group_members", "Members of each group.",
                               labels=["group"]),
-            GaugeMetricFamily("kafkernel_group_consumer_lag", "High watermark minus committed "
-                              "offset, for partitions this broker leads.",
-                              labels=["group", "topic", "partition"]),
+            GaugeMetricFamily(*_LAG, labels=["group", "topic", "partition"]),
+            GaugeMetricFamily(*_LAG_SUM, labels=["group"]),
             GaugeMetricFamily("kafkernel_group_coordinator_partitions",
                               "__consumer_offsets partitions this broker leads, by state.",
                               labels=["state"]),
@@ -84,17 +92,14 @@ class _GroupCollector(Collector):
         by_state = GaugeMetricFamily("kafkernel_groups", "Groups by state.", labels=["state"])
         members = GaugeMetricFamily("kafkernel_group_members", "Members of each group.",
                                     labels=["group"])
-        lag = GaugeMetricFamily(
-            "kafkernel_group_consumer_lag",
-            "High watermark minus committed offset, for partitions this broker leads.",
-            labels=["group", "topic", "partition"],
-        )
+        lag = GaugeMetricFamily(*_LAG, labels=["group", "topic", "partition"])
+        lag_sum = GaugeMetricFamily(*_LAG_SUM, labels=["group"])
         partitions = GaugeMetricFamily(
             "kafkernel_group_coordinator_partitions",
             "__consumer_offsets partitions this broker leads, by state.", labels=["state"],
         )
         counts = {s.value: 0 for s in GroupState if s is not GroupState.DEAD}
-        replicas: Any = self._broker.replicas
+        replicas = self._broker.replicas
         for shard in list(self._runtime.loaded_shards().values()):
             for group_id in shard.group_ids():
                 group = shard.group(group_id)
@@ -102,11 +107,19 @@ class _GroupCollector(Collector):
                     continue
                 counts[group.state.value] += 1
                 members.add_metric([group_id], len(group.members))
+                total, known = 0, False
                 for (topic, index), committed in list(shard.offsets(group_id).items()):
+                    # A follower's high watermark trails its leader's by one fetch: close
+                    # enough, and the only one this broker has for a partition led
+                    # elsewhere. No replica here: no lag rather than a guessed one.
                     partition = replicas.get_partition(topic, index)
-                    if partition is not None and partition.is_leader:
-                        lag.add_metric([group_id, topic, str(index)],
-                                       max(0, partition.high_watermark - committed.offset))
+                    if partition is None:
+                        continue
+                    behind = max(0, partition.high_watermark - committed.offset)
+                    lag.add_metric([group_id, topic, str(index)], behind)
+                    total, known = total + behind, True
+                if known:
+                    lag_sum.add_metric([group_id], total)
         for state, count in counts.items():
             by_state.add_metric([state], count)
         states: dict[str, int] = {}
@@ -114,4 +127,4 @@ class _GroupCollector(Collector):
             states[state] = states.get(state, 0) + 1
         for state, count in states.items():
             partitions.add_metric([state], count)
-        return [by_state, members, lag, partitions]
+        return [by_state, members, lag, lag_sum, partitions]

@@ -247,11 +247,27 @@ def test_group_metrics(broker: EmbeddedBroker) -> None:
         text = generate_latest(broker.broker.metrics.registry).decode()
         assert 'kafkernel_groups{state="Stable"} 1.0' in text
         assert f'kafkernel_group_members{{group="{group}"}} 1.0' in text
-        # Ten records on partition 0, six consumed and committed.
+        # Ten records on partition 0, six consumed and committed; nothing committed on
+        # partition 1 yet: no lag is made up for it.
         assert (f'kafkernel_group_consumer_lag{{group="{group}",partition="0",'
                 f'topic="{topic}"}} 4.0') in text
+        assert f'kafkernel_group_consumer_lag{{group="{group}",partition="1"' not in text
+        assert f'kafkernel_group_consumer_lag_sum{{group="{group}"}} 4.0' in text
         assert "kafkernel_group_offset_commits_total 6.0" in text
         assert "kafkernel_group_rebalances_total 1.0" in text
+
+        consumer.commit(offsets=[TopicPartition(topic, 1, 3)], asynchronous=False)
+        consumer.close()
+        # The lag follows the high watermark with the consumer gone: 20 more records,
+        # 10 per partition, and no request reaches the coordinator.
+        produce(broker.bootstrap, topic, 20, partitions=2)
+        text = generate_latest(broker.broker.metrics.registry).decode()
+        assert 'kafkernel_groups{state="Empty"} 1.0' in text
+        assert (f'kafkernel_group_consumer_lag{{group="{group}",partition="0",'
+                f'topic="{topic}"}} 14.0') in text
+        assert (f'kafkernel_group_consumer_lag{{group="{group}",partition="1",'
+                f'topic="{topic}"}} 17.0') in text
+        assert f'kafkernel_group_consumer_lag_sum{{group="{group}"}} 31.0' in text
     finally:
         consumer.close()
 

@@ -123,6 +123,31 @@ def test_metrics_endpoint_shows_request_and_topic_metrics(
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
 
 
+def test_replication_and_log_dir_gauges(broker_factory: Callable[..., EmbeddedBroker],
+                                        tmp_path: Path) -> None:
+    """One broker: a topic asking for two in-sync replicas is under its min ISR (and not
+    under-replicated: its one replica is in sync); each log dir's volume is statvfs's."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    b = broker_factory({"metrics.port": 0, "log.dirs": ",".join(map(str, dirs))})
+    assert b.broker is not None and b.broker.metrics_port
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    futures = admin.create_topics([
+        NewTopic("strict", 2, 1, config={"min.insync.replicas": "2"}),
+        NewTopic("lenient", 1, 1)])
+    for future in futures.values():
+        future.result(10)
+    samples = scrape(b.broker.metrics_port)
+    assert sample(samples, "kafkernel_under_min_isr_partitions") == 2
+    assert sample(samples, "kafkernel_under_replicated_partitions") == 0
+    assert sample(samples, "kafkernel_offline_partitions") == 0
+    for directory in dirs:
+        st = os.statvfs(directory)
+        total = sample(samples, "kafkernel_log_dir_total_bytes", log_dir=str(directory))
+        usable = sample(samples, "kafkernel_log_dir_usable_bytes", log_dir=str(directory))
+        assert total == st.f_blocks * st.f_frsize
+        assert usable is not None and abs(usable - st.f_bavail * st.f_frsize) < 64 << 20
+
+
 @pytest.mark.broker_errors
 def test_an_error_that_escapes_to_the_event_loop_is_logged_and_counted(
     broker_factory: Callable[..., EmbeddedBroker]
