@@ -96,11 +96,19 @@ def admin_client(options: ClientOptions) -> Any:
         raise AdminError(f"client settings: {first_line(e)}") from None
 
 
+MAX_MESSAGE = 300
+
+
 def first_line(error: BaseException) -> str:
-    """A client error as one line: a KafkaError's own string, else the exception's."""
+    """A client error as one line: a KafkaError's own string, else the exception's, cut
+    at MAX_MESSAGE characters (Kafka's message for a request its controller refused is
+    a dump of the forwarded request)."""
     arg = error.args[0] if error.args else error
-    text = arg.str() if hasattr(arg, "str") else str(arg)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    text = (arg.str() if hasattr(arg, "str") else str(arg)).strip()
+    if not text:
+        return type(error).__name__
+    line = text.splitlines()[0]
+    return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + "..."
 
 
 def result(future: Any, options: ClientOptions, what: str) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from admin.client import ClientOptions, result
 from admin.errors import AdminError
-from admin.log_dirs import kafka_python_config
+from admin.kafka_python import call, error_text
 from admin.output import Table, View
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -23,18 +23,17 @@ def _mechanism(name: str) -> Any:
 
 
 def list_users(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
-    if args.users:
-        futures = client.describe_user_scram_credentials(args.users,
-                                                         request_timeout=options.timeout_s)
-        described = {u: result(f, options, f"describing {u}") for u, f in futures.items()}
-    else:
-        described = result(client.describe_user_scram_credentials(
-            request_timeout=options.timeout_s), options, "DescribeUserScramCredentials")
-    rows = sorted(({"user": user,
-                    "mechanism": info.mechanism.name.replace("_", "-"),
-                    "iterations": info.iterations}
-                   for user, d in described.items() for info in d.scram_credential_infos),
-                  key=lambda r: (r["user"], r["mechanism"]))
+    """Through kafka-python: librdkafka (2.16) aborts the process when the broker refuses
+    a DescribeUserScramCredentials of every user."""
+    described = call(options, "DescribeUserScramCredentials",
+                     lambda admin: admin.describe_user_scram_credentials(args.users or None))
+    rows = []
+    for user, d in described.items():
+        if d["error"]:
+            raise AdminError(f"describing {user}: {d['error']}")
+        rows += [{"user": user, "mechanism": info["mechanism"].name.replace("_", "-"),
+                  "iterations": info["iterations"]} for info in d["credential_infos"]]
+    rows.sort(key=lambda r: (r["user"], r["mechanism"]))
     return View(rows, [Table(None, ["USER", "MECHANISM", "ITERATIONS"],
                              [list(r.values()) for r in rows])])
 
@@ -132,7 +131,6 @@ def list_acls(args: argparse.Namespace, options: ClientOptions, client: Any) -> 
         ACLOperation,
         ACLPermissionType,
         ACLResourcePatternType,
-        KafkaAdminClient,
         ResourcePatternFilter,
         ResourceType,
     )
@@ -146,32 +144,14 @@ def list_acls(args: argparse.Namespace, options: ClientOptions, client: Any) -> 
         resource_pattern=ResourcePatternFilter(
             ResourceType[kind], name,
             ACLResourcePatternType[(args.pattern_type or "any").upper()]))
-    try:
-        admin = KafkaAdminClient(**kafka_python_config(options))
-    except Exception as e:  # kafka.errors.*: unreachable, authentication
-        raise AdminError(f"DescribeAcls: {e}") from None
-    try:
-        acls, error = admin.describe_acls(acl_filter)
-    except Exception as e:
-        raise AdminError(f"DescribeAcls: {_kafka_python_error(e)}") from None
-    finally:
-        admin.close()
+    acls, error = call(options, "DescribeAcls", lambda admin: admin.describe_acls(acl_filter))
     if getattr(error, "errno", 0):
-        raise AdminError(f"DescribeAcls: {_kafka_python_error(error)}")
+        raise AdminError(f"DescribeAcls: {error_text(error)}")
     rows = _sorted_rows([_row(a.principal, a.host, a.operation.name, a.permission_type.name,
                               a.resource_pattern.resource_type.name,
                               a.resource_pattern.resource_name,
                               a.resource_pattern.pattern_type.name) for a in acls])
     return View(rows, [Table(None, ACL_COLUMNS, [list(r.values()) for r in rows])])
-
-
-def _kafka_python_error(error: Any) -> str:
-    """kafka-python's error as librdkafka words Kafka's: CLUSTER_AUTHORIZATION_FAILED as
-    "Cluster authorization failed."."""
-    name = getattr(error, "message", None)
-    if isinstance(name, str) and name.isupper():
-        return name.replace("_", " ").capitalize() + "."
-    return str(error) or type(error).__name__
 
 
 def add_acl(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:

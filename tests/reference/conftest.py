@@ -7,8 +7,12 @@ from collections.abc import Iterator
 import pytest
 
 from kernel.testing.embedded import EmbeddedBroker
+from reference import kafka as reference_launcher
 from reference.kafka import ReferenceKafka
 from tests.reference.diff import Pair, kafka_side, kafkernel_side
+
+# The SASL pair's users (sasl_kafka, sasl_kafkernel): admin is the super user.
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 
 # What the reference Kafka runs with that Kafkernel's defaults differ from.
 SHARED_PLUGIN_SETTINGS = {"coordinator": {"group.initial.rebalance.delay.ms": 0}}
@@ -40,3 +44,31 @@ def shared(request: pytest.FixtureRequest, reference_kafka: ReferenceKafka,
     errors.clear()
     if logged and request.node.get_closest_marker("broker_errors") is None:
         pytest.fail("the broker logged errors:\n" + "\n".join(logged), pytrace=False)
+
+
+# A pair for the security APIs: SASL_PLAINTEXT with PLAIN and SCRAM, an authorizer, the
+# super user admin, on Kafka and on Kafkernel configured the same way.
+@pytest.fixture(scope="module")
+def sasl_kafka() -> Iterator[str]:
+    try:
+        k = reference_launcher.start(sasl_users=SASL_USERS)
+    except reference_launcher.KafkaNotFetched as e:
+        pytest.fail(str(e), pytrace=False)
+    yield k.bootstrap
+    k.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_kafkernel() -> Iterator[str]:
+    with EmbeddedBroker(
+        {"listeners": ["SASL_PLAINTEXT://127.0.0.1:0"],
+         "inter.broker.listener.name": "SASL_PLAINTEXT"},
+        plugins=["metadata_kraft", "coordinator", "txn", "auth_sasl", "acl"],
+        plugin_settings={
+            "auth_sasl": {"plain.users": [f"{u}:{p}" for u, p in SASL_USERS.items()],
+                          "connection.failed.authentication.delay.ms": 0},
+            "acl": {"super.users": "User:admin"},
+            "coordinator": {"group.initial.rebalance.delay.ms": 0},
+        },
+    ) as broker:
+        yield broker.bootstrap

@@ -9,47 +9,19 @@ from __future__ import annotations
 import datetime
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from kernel.protocol.sasl_client import SaslCredentials, ScramClient
-from kernel.testing.embedded import EmbeddedBroker
-from reference import kafka as reference_kafka
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 from tests.reference.conformance import body, documented, part
+from tests.reference.conftest import SASL_USERS as USERS
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 CLOSED = "closed"
 TIMEOUT = datetime.timedelta(seconds=30)
-
-
-@pytest.fixture(scope="module")
-def sasl_kafka() -> Iterator[str]:
-    try:
-        k = reference_kafka.start(sasl_users=USERS)
-    except reference_kafka.KafkaNotFetched as e:
-        pytest.fail(str(e), pytrace=False)
-    yield k.bootstrap
-    k.stop()
-
-
-@pytest.fixture(scope="module")
-def sasl_kafkernel() -> Iterator[str]:
-    with EmbeddedBroker(
-        {"listeners": ["SASL_PLAINTEXT://127.0.0.1:0"],
-         "inter.broker.listener.name": "SASL_PLAINTEXT"},
-        plugins=["metadata_kraft", "coordinator", "txn", "auth_sasl", "acl"],
-        plugin_settings={
-            "auth_sasl": {"plain.users": [f"{u}:{p}" for u, p in USERS.items()],
-                          "connection.failed.authentication.delay.ms": 0},
-            "acl": {"super.users": "User:admin"},
-            "coordinator": {"group.initial.rebalance.delay.ms": 0},
-        },
-    ) as broker:
-        yield broker.bootstrap
 
 
 class Conversation:
