@@ -88,7 +88,10 @@ def assert_records(got: list[Got], sent: list[Rec],
 
 
 def assert_stored_codec(broker: EmbeddedBroker, topic: str, partitions: int,
-                        codec: str) -> None:
+                        codec: str, *, small_batches_uncompressed: bool = False) -> None:
+    """Every batch in ``codec``; with ``small_batches_uncompressed`` (librdkafka, kcat's
+    included) some may be uncompressed: it sends a batch as it is when compressing does
+    not make it smaller, which a batch cut to one short record by timing is."""
     assert broker.broker is not None
     stored = set()
     for p in range(partitions):
@@ -96,7 +99,8 @@ def assert_stored_codec(broker: EmbeddedBroker, topic: str, partitions: int,
         assert log is not None
         for header, _ in iter_batches(log.read(0, 1 << 26).records):
             stored.add(Compression(header.compression).name.lower())
-    assert stored == {codec}, f"asked for {codec}, stored {sorted(stored)}"
+    allowed = {codec, "none"} if small_batches_uncompressed else {codec}
+    assert codec in stored and stored <= allowed, f"asked for {codec}, stored {sorted(stored)}"
 
 
 def now_ms() -> int:
@@ -350,7 +354,8 @@ def test_roundtrip_each_codec(broker: EmbeddedBroker, client: Client, codec: str
     sent = sample(40, 2)
     client.produce("codec", sent, codec)
     assert_records(client.consume("codec", 2), sent)
-    assert_stored_codec(broker, "codec", 2, codec)
+    assert_stored_codec(broker, "codec", 2, codec,
+                        small_batches_uncompressed=isinstance(client, Kcat))
 
 
 @pytest.mark.parametrize("client", PYTHON_CLIENTS, indirect=True)
