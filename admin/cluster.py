@@ -7,9 +7,8 @@ import argparse
 from typing import Any
 
 from admin.client import ClientOptions, result
-from admin.errors import AdminError
+from admin.configs import alter
 from admin.output import Table, View
-from admin.topics import key_values
 
 
 def describe_cluster(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
@@ -48,18 +47,9 @@ def describe_configs(args: argparse.Namespace, options: ClientOptions,
 
 
 def alter_configs(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
-    sets = key_values(args.set, "--set")
-    if not sets and not args.delete:
-        raise AdminError("nothing to change: give --set KEY=VALUE or --delete KEY")
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in sets.items()]
-    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                for k in args.delete]
-    resource = _broker_resource(args, incremental_configs=entries)
-    futures = client.incremental_alter_configs([resource], request_timeout=options.timeout_s)
-    result(futures[resource], options, "altering broker configs")
+    sets = alter(args, options, client,
+                 lambda entries: _broker_resource(args, incremental_configs=entries),
+                 "altering broker configs")
     return View({"broker": args.broker, "set": sets, "deleted": list(args.delete)},
                 lines=[f"broker {args.broker}: configs altered"])
 

@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from admin.client import ClientOptions, confluent_config, first_line
+from admin.configs import key_values
 from admin.errors import AdminError
 from admin.output import View
-from admin.topics import key_values
 
 DEFAULT_FORMAT = "%v"
 

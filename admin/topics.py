@@ -6,20 +6,11 @@ import argparse
 from typing import Any
 
 from admin.client import ClientOptions, result
+from admin.configs import alter, key_values
 from admin.errors import AdminError
 from admin.log_dirs import partition_sizes
 from admin.offsets import list_offsets
 from admin.output import Table, View
-
-
-def key_values(items: list[str], flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise AdminError(f"{flag}: expected KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
 
 
 def create(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
@@ -104,23 +95,11 @@ def describe(args: argparse.Namespace, options: ClientOptions, client: Any) -> V
 
 
 def alter_config(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
-    from confluent_kafka.admin import (
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-    )
+    from confluent_kafka.admin import ConfigResource
 
-    sets = key_values(args.set, "--set")
-    if not sets and not args.delete:
-        raise AdminError("nothing to change: give --set KEY=VALUE or --delete KEY")
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in sets.items()]
-    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                for k in args.delete]
-    resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic,
-                              incremental_configs=entries)
-    futures = client.incremental_alter_configs([resource], request_timeout=options.timeout_s)
-    result(futures[resource], options, f"altering {args.topic}'s configs")
+    sets = alter(args, options, client, lambda entries: ConfigResource(
+        ConfigResource.Type.TOPIC, args.topic, incremental_configs=entries),
+        f"altering {args.topic}'s configs")
     return View({"topic": args.topic, "set": sets, "deleted": list(args.delete)},
                 lines=[f"topic {args.topic}: configs altered"])
 
