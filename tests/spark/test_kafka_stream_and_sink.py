@@ -40,8 +40,13 @@ def test_stream_in_micro_batches_follows_new_records_and_new_partitions(
             return rows(spark.sql(f"select * from {table}"))
 
         wait_for(lambda: len(received()) >= len(sent), "the first 40 records")
-        batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-        assert len(batches) >= 3 and max(batches) <= 15, batches
+
+        def batches() -> list[int]:
+            return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+        # a micro-batch's progress is recorded after its rows reach the sink
+        wait_for(lambda: sum(batches()) >= len(sent), "the micro-batches' progress")
+        assert len(batches()) >= 3 and max(batches()) <= 15, batches()
 
         # Records produced while the query runs, then to a partition added meanwhile.
         sent += produce(kafkernel.bootstrap, topic_name, 10, PARTITIONS, first=40)
