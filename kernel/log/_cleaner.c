@@ -369,33 +369,14 @@ static PyObject *OffsetMap_get(OffsetMap *self, PyObject *arg)
     Py_buffer key;
     if (PyObject_GetBuffer(arg, &key, PyBUF_SIMPLE) < 0)
         return NULL;
+    if (!claim(self)) { /* a walk may be growing the table */
+        PyBuffer_Release(&key);
+        return NULL;
+    }
     int64_t offset = map_get(self, key.buf, key.len);
+    self->busy = 0;
     PyBuffer_Release(&key);
     return PyLong_FromLongLong(offset);
-}
-
-static PyObject *OffsetMap_put(OffsetMap *self, PyObject *args)
-{
-    Py_buffer key;
-    long long offset;
-    if (!PyArg_ParseTuple(args, "y*L", &key, &offset))
-        return NULL;
-    unsigned char hash[16];
-    digest(self, key.buf, key.len, hash);
-    PyBuffer_Release(&key);
-    if (!reserve(self))
-        return PyErr_NoMemory();
-    Slot *slot = find(self->table, self->capacity, hash);
-    if (slot == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the offset map is full");
-        return NULL;
-    }
-    if (slot->offset < 0) {
-        memcpy(slot->hash, hash, 16);
-        self->size++;
-    }
-    slot->offset = offset;
-    Py_RETURN_NONE;
 }
 
 enum { WALK_OK, WALK_FULL, WALK_MALFORMED, WALK_NO_MEMORY };
@@ -466,33 +447,35 @@ static PyObject *OffsetMap_put_records(OffsetMap *self, PyObject *args)
 }
 
 /* retain_records(records, count, base_offset, first_timestamp, keep_tombstones,
- *                new_base_timestamp | None)
+ *                base_timestamp | None, tombstone_base_timestamp | None)
  *   -> (kept, invalid, tombstones kept, kept records | None, base timestamp,
  *       max timestamp of the kept records, -1 if none)
- * The kept records re-encoded with timestamp deltas from the new base (the first kept
- * record's timestamp when None), their offset deltas unchanged; None when every record
- * is kept and the base is unchanged (the batch is kept as it is). */
+ * The kept records re-encoded with timestamp deltas from a new base: base_timestamp
+ * (a batch's delete horizon) if given, else tombstone_base_timestamp if a tombstone is
+ * kept (the horizon a first clean stamps), else the first kept record's timestamp;
+ * their offset deltas unchanged. None when every record is kept and the base is
+ * unchanged (the batch is kept as it is). */
 static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t count;
     long long base_offset, first_timestamp;
     int keep_tombstones;
-    PyObject *new_base_arg;
-    if (!PyArg_ParseTuple(args, "y*nLLpO", &view, &count, &base_offset, &first_timestamp,
-                          &keep_tombstones, &new_base_arg))
+    PyObject *base_arg, *tombstone_base_arg;
+    if (!PyArg_ParseTuple(args, "y*nLLpOO", &view, &count, &base_offset, &first_timestamp,
+                          &keep_tombstones, &base_arg, &tombstone_base_arg))
         return NULL;
-    long long new_base = 0;
-    int fixed_base = new_base_arg != Py_None;
-    if (fixed_base) {
-        new_base = PyLong_AsLongLong(new_base_arg);
-        if (new_base == -1 && PyErr_Occurred()) {
-            PyBuffer_Release(&view);
-            return NULL;
-        }
+    long long fixed_base = 0, tombstone_base = 0;
+    if ((base_arg != Py_None && (fixed_base = PyLong_AsLongLong(base_arg)) == -1 &&
+         PyErr_Occurred()) ||
+        (tombstone_base_arg != Py_None &&
+         (tombstone_base = PyLong_AsLongLong(tombstone_base_arg)) == -1 && PyErr_Occurred())) {
+        PyBuffer_Release(&view);
+        return NULL;
     }
-    /* every record takes at least 7 bytes: more claimed than fit is malformed */
-    if (count < 0 || count > view.len) {
+    /* every record takes at least 7 bytes (a length and six fields of one byte): more
+     * claimed than fit is malformed, and bounds what the spans below may take */
+    if (count < 0 || count > view.len / 7) {
         PyBuffer_Release(&view);
         return walk_error(WALK_MALFORMED, 0);
     }
@@ -546,10 +529,13 @@ static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *args)
         PyBuffer_Release(&view);
         return walk_error(status, index);
     }
-    long long base = fixed_base ? new_base : first_timestamp + first_kept_delta;
+    /* a tombstone kept stamps the batch: rebuilt, even if its base happens not to move */
+    int stamped = base_arg == Py_None && tombstones && tombstone_base_arg != Py_None;
+    long long base = base_arg != Py_None ? fixed_base
+                     : stamped ? tombstone_base : first_timestamp + first_kept_delta;
     long long max_timestamp = n_kept ? first_timestamp + max_kept_delta : -1;
     PyObject *out = Py_None;
-    if (n_kept == count && base == first_timestamp) {
+    if (n_kept == count && base == first_timestamp && !stamped) {
         Py_INCREF(out);
     } else {
         /* each kept record: a new length, its attributes, the new timestamp delta, and
@@ -592,12 +578,12 @@ static PyMethodDef OffsetMap_methods[] = {
     {"clear", (PyCFunction)OffsetMap_clear, METH_NOARGS,
      "Empty the map (and give back a grown table)."},
     {"get", (PyCFunction)OffsetMap_get, METH_O, "The last offset of a key, -1 if absent."},
-    {"put", (PyCFunction)OffsetMap_put, METH_VARARGS, "put(key, offset)"},
     {"put_records", (PyCFunction)OffsetMap_put_records, METH_VARARGS,
      "put_records(records, count, base_offset, start, max_entries) -> (read, full)"},
     {"retain_records", (PyCFunction)OffsetMap_retain_records, METH_VARARGS,
      "retain_records(records, count, base_offset, first_timestamp, keep_tombstones, "
-     "new_base_timestamp) -> (records, invalid, tombstones, kept, base_ts, max_ts)"},
+     "base_timestamp, tombstone_base_timestamp) -> (kept count, invalid, tombstones, "
+     "kept records, base_ts, max_ts)"},
     {NULL, NULL, 0, NULL},
 };
 

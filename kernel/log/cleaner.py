@@ -558,17 +558,13 @@ class Cleaner:
         """What a data batch keeps (Kafka's shouldRetainRecord over its records): the
         batch itself when every record stays, a rebuilt batch of the kept ones, or None.
         A batch that keeps a tombstone gets its delete horizon the first time (KIP-534)."""
-        records = batch_records_bytes(header, batch)
         horizon = delete_horizon(header)
-        keep_tombstones = horizon is None or now < horizon
-        args = (records, header.records_count, header.base_offset, header.first_timestamp,
-                keep_tombstones)
         kept, invalid, tombstones, body, base, max_ts = self.offset_map.retain_records(
-            *args, horizon)
+            batch_records_bytes(header, batch), header.records_count, header.base_offset,
+            header.first_timestamp, horizon is None or now < horizon, horizon,
+            now + retention_ms)
         if tombstones and horizon is None:
-            horizon = now + retention_ms
-            kept, invalid, tombstones, body, base, max_ts = self.offset_map.retain_records(
-                *args, horizon)
+            horizon = base  # stamped now (rebuilt): the kept records' deltas are from it
         stats.invalid_messages += invalid
         stats.messages_written += kept
         if not kept:

@@ -22,6 +22,7 @@ import hashlib
 import os
 from typing import Protocol
 
+from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import SimpleRecord, encode_record, walk_section
 
 HASH_SIZE = 16  # MD5
@@ -47,8 +48,6 @@ class OffsetMap(Protocol):
 
     def get(self, key: bytes) -> int: ...
 
-    def put(self, key: bytes, offset: int) -> None: ...
-
     def put_records(self, records: bytes | memoryview, count: int, base_offset: int,
                     start: int, max_entries: int) -> tuple[int, bool]:
         """Every keyed record at or after ``start`` into the map, in order, until it holds
@@ -57,11 +56,13 @@ class OffsetMap(Protocol):
 
     def retain_records(self, records: bytes | memoryview, count: int, base_offset: int,
                        first_timestamp: int, keep_tombstones: bool,
-                       new_base_timestamp: int | None) -> Retained:
+                       base_timestamp: int | None,
+                       tombstone_base_timestamp: int | None) -> Retained:
         """The records a clean keeps: those past the map's latest offset, and the latest
         of each key, a tombstone only with ``keep_tombstones``. Kept records are
-        re-encoded with timestamp deltas from ``new_base_timestamp`` (None: the first
-        kept record's timestamp)."""
+        re-encoded with timestamp deltas from a new base: ``base_timestamp`` (a batch's
+        delete horizon) if given, else ``tombstone_base_timestamp`` if a tombstone is
+        kept (the horizon a first clean stamps), else the first kept record's."""
         ...
 
 
@@ -79,12 +80,6 @@ class SkimpyOffsetMap:
 
     def digest(self, key: bytes | memoryview) -> bytes:
         return hashlib.md5(self._salt + bytes(key), usedforsecurity=False).digest()
-
-    def put(self, key: bytes, offset: int) -> None:
-        digest = self.digest(key)
-        if digest not in self._map and len(self._map) >= self.slots:
-            raise ValueError("the offset map is full")
-        self._map[digest] = offset
 
     def get(self, key: bytes) -> int:
         """The last offset of ``key``, -1 when absent."""
@@ -108,16 +103,17 @@ class SkimpyOffsetMap:
                         return read, True
                     self._map[self.digest(key)] = base_offset + offset_delta
                 read += 1
-        except Exception as e:
+        except KafkaError as e:
             raise ValueError(f"record {read} of the batch is malformed") from e
         return read, False
 
     def retain_records(self, records: bytes | memoryview, count: int, base_offset: int,
                        first_timestamp: int, keep_tombstones: bool,
-                       new_base_timestamp: int | None) -> Retained:
+                       base_timestamp: int | None,
+                       tombstone_base_timestamp: int | None) -> Retained:
         try:
             walked = list(walk_section(records, count))
-        except Exception as e:
+        except KafkaError as e:
             raise ValueError("a record of the batch is malformed") from e
         kept = []
         invalid = 0
@@ -136,10 +132,18 @@ class SkimpyOffsetMap:
             if keep:
                 kept.append(record)
         tombstones = any(value is None for _, _, _, value, _ in kept)
-        base = (new_base_timestamp if new_base_timestamp is not None
-                else first_timestamp + kept[0][1] if kept else first_timestamp)
+        # a tombstone kept stamps the batch: rebuilt, even if its base happens not to move
+        stamped = (base_timestamp is None and tombstones
+                   and tombstone_base_timestamp is not None)
+        if base_timestamp is not None:
+            base = base_timestamp
+        elif stamped:
+            assert tombstone_base_timestamp is not None
+            base = tombstone_base_timestamp
+        else:
+            base = first_timestamp + kept[0][1] if kept else first_timestamp
         max_timestamp = first_timestamp + max(r[1] for r in kept) if kept else -1
-        if len(kept) == count and base == first_timestamp:
+        if len(kept) == count and base == first_timestamp and not stamped:
             return count, invalid, tombstones, None, base, max_timestamp
         out = bytearray()
         for offset_delta, ts_delta, key, value, headers in kept:

@@ -22,6 +22,7 @@ from kernel.log.manager import LogManager
 from kernel.log.validator import AppendOrigin
 from kernel.protocol.records import (
     DELETE_HORIZON_FLAG,
+    RECORD_BATCH_OVERHEAD,
     ControlRecordType,
     SimpleRecord,
     build_batch,
@@ -291,16 +292,22 @@ class Warnings:
         self.messages.append(message)
 
 
-def test_a_corrupt_segment_is_left_as_it_is_and_not_cleaned_again(tmp_path: Path) -> None:
-    """A batch the cleaner cannot walk (here a magic byte flipped on disk under the log)
-    ends that log's clean with one warning; the log keeps its segments and the cleaner
-    does not come back to it."""
+@pytest.mark.parametrize("at, byte", [
+    (16, b"\x01"),  # the first batch's magic: its header cannot be read
+    (RECORD_BATCH_OVERHEAD, b"\x7f"),  # its first record's length: the records walk fails
+])
+def test_a_corrupt_segment_is_left_as_it_is_and_not_cleaned_again(
+    tmp_path: Path, at: int, byte: bytes,
+) -> None:
+    """A batch the cleaner cannot walk (a byte changed on disk under the log, in a batch
+    header or among its records, which the C walk reads) ends that log's clean with one
+    warning; the log keeps its segments and the cleaner does not come back to it."""
     log = open_log(tmp_path)
     workload(log)
     first = log.segments[0]
     with open(first.log_path, "r+b") as segment:
-        segment.seek(16)  # the first batch's magic
-        segment.write(b"\x01")
+        segment.seek(at)
+        segment.write(byte)
     segments = log.segments
     logger = Warnings()
     cleaner = LogCleaner(BrokerConfig(), lambda: {TP: log}, time_ms=Clock(), logger=logger)

@@ -64,10 +64,11 @@ def outcome(call: Any) -> Any:
 @given(st.lists(record, min_size=1, max_size=8), st.lists(record, max_size=8),
        st.integers(BASE_OFFSET - 1, BASE_OFFSET + 8), st.integers(0, 5),
        st.integers(BASE_OFFSET - 1, BASE_OFFSET + 20), st.booleans(),
+       st.one_of(st.none(), st.integers(FIRST_TIMESTAMP - 10**6, FIRST_TIMESTAMP + 10**9)),
        st.one_of(st.none(), st.integers(FIRST_TIMESTAMP - 10**6, FIRST_TIMESTAMP + 10**9)))
 def test_c_and_python_maps_agree(
     first: list[SimpleRecord], second: list[SimpleRecord], start: int, max_entries: int,
-    latest: int, keep_tombstones: bool, new_base: int | None,
+    latest: int, keep_tombstones: bool, base: int | None, tombstone_base: int | None,
 ) -> None:
     maps: list[OffsetMap] = [c_map(SLOT_BYTES * 64), SkimpyOffsetMap(SLOT_BYTES * 64, SALT)]
     built = [m.put_records(section(first), len(first), BASE_OFFSET, start, max_entries)
@@ -80,16 +81,18 @@ def test_c_and_python_maps_agree(
         m.latest_offset = latest
     data = section(second) if second else b""
     kept = [m.retain_records(data, len(second), BASE_OFFSET, FIRST_TIMESTAMP,
-                             keep_tombstones, new_base) for m in maps]
+                             keep_tombstones, base, tombstone_base) for m in maps]
     assert kept[0] == kept[1]
-    count, _invalid, _tombstones, body, base, _max_ts = kept[0]
+    count, _invalid, tombstones, body, new_base, _max_ts = kept[0]
+    if base is None and tombstones and tombstone_base is not None:
+        assert body is not None and new_base == tombstone_base  # stamped: always rebuilt
     if body is not None:  # the kept records decode to the originals' fields and times
         originals = {BASE_OFFSET + i: r for i, r in enumerate(second)}
         for offset_delta, ts_delta, key, value, headers in walk_section(body, count):
             original = originals[BASE_OFFSET + offset_delta]
             assert (key, value, headers) == (original.key, original.value,
                                               tuple(original.headers))
-            assert base + ts_delta == original.timestamp
+            assert new_base + ts_delta == original.timestamp
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,7 +116,7 @@ def test_c_never_accepts_a_section_python_refuses(
     if put[0] is not ValueError:
         assert put[0] == put[1]
     retained = [outcome(lambda m=m: m.retain_records(bad, count, BASE_OFFSET,
-                                                     FIRST_TIMESTAMP, True, None))
+                                                     FIRST_TIMESTAMP, True, None, None))
                 for m in maps]
     if retained[0] is not ValueError:
         assert retained[0] == retained[1]
@@ -130,18 +133,36 @@ def test_the_table_stays_within_the_dedupe_buffer() -> None:
     memory = SLOT_BYTES * 50_000
     m = c_map(memory)
     assert m.slots == 50_000
-    for i in range(50_000):  # every slot: the table grows from its small start to all
-        m.put(b"key-%d" % i, i)
+    # every slot: the table grows from its small start to all of it
+    for first in range(0, 50_000, 1000):
+        keys = section([SimpleRecord(b"v", key=b"key-%d" % i)
+                        for i in range(first, first + 1000)])
+        assert m.put_records(keys, 1000, first, 0, 10**6) == (1000, False)
     allocated: int = m.allocated_bytes  # type: ignore[attr-defined]
     assert m.size == 50_000 and allocated <= memory
     assert all(m.get(b"key-%d" % i) == i for i in range(0, 50_000, 997))
-    with pytest.raises(ValueError, match="full"):
-        m.put(b"one more", 1)
-    m.put(b"key-7", 70)  # an update takes no slot
+    one_more = section([SimpleRecord(b"v", key=b"one more")])
+    assert m.put_records(one_more, 1, 0, 0, 10**6) == (0, True)  # no slot left
+    update = section([SimpleRecord(b"v", key=b"key-7")])
+    assert m.put_records(update, 1, 70, 0, 10**6) == (1, False)  # an update takes none
     assert m.get(b"key-7") == 70
     m.clear()
     assert m.size == 0 and m.get(b"key-7") == -1
     assert m.allocated_bytes < allocated  # type: ignore[attr-defined]
+
+
+def test_a_kept_tombstone_stamps_its_batch_even_when_the_base_stays() -> None:
+    """The horizon a first clean stamps can equal the batch's first timestamp
+    (delete.retention.ms=0 in the batch's millisecond): the batch is still rebuilt, or
+    its tombstone would never get a horizon and never go."""
+    tombstone = section([SimpleRecord(None, key=b"gone", timestamp=FIRST_TIMESTAMP)])
+    for m in (c_map(SLOT_BYTES * 8), SkimpyOffsetMap(SLOT_BYTES * 8, SALT)):
+        m.put_records(tombstone, 1, BASE_OFFSET, 0, 8)
+        m.latest_offset = BASE_OFFSET
+        kept, _, tombstones, body, base, _ = m.retain_records(
+            tombstone, 1, BASE_OFFSET, FIRST_TIMESTAMP, True, None, FIRST_TIMESTAMP)
+        assert (kept, tombstones, base) == (1, True, FIRST_TIMESTAMP)
+        assert body == tombstone
 
 
 def test_put_records_stops_where_the_map_is_full() -> None:
