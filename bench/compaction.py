@@ -52,7 +52,7 @@ from confluent_kafka.admin import (
 from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
 
 from bench.brokers import AdminBroker, KafkaBroker, KafkernelBroker
-from bench.clients import key_of, produce_batches
+from bench.clients import produce_batches
 from kernel.protocol.client import BrokerConnection
 
 TOPIC = "bench-compaction"
@@ -227,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds the size must stay unchanged to end the clean")
     parser.add_argument("--brokers", default="kafka,kafkernel")
     args = parser.parse_args(argv)
-    key_of(args.keys)  # the keys the records carry; the check is that it formats
     load_before = os.getloadavg()
     brokers: list[AdminBroker] = [
         KafkaBroker(1, [CLEANER_BACKOFF], False) if name == "kafka"

@@ -55,6 +55,12 @@ def _offset_from_name(name: str) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
+def _segment_base(name: str) -> int | None:
+    """The base offset of a segment's ``.log`` file name, None for any other file."""
+    stem = name[: -len(LOG_SUFFIX)]
+    return int(stem) if name.endswith(LOG_SUFFIX) and stem.isdigit() else None
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedLogOffsets:
     """Where the loaded log stands (Kafka's LoadedLogOffsets)."""
@@ -194,10 +200,8 @@ class LogLoader:
             name = entry.name
             if name.endswith(_TEMP_SUFFIXES):
                 os.unlink(entry.path)
-            elif name.endswith(LOG_SUFFIX):
-                stem = name[: -len(LOG_SUFFIX)]
-                if stem.isdigit():
-                    bases.append(int(stem))
+            elif (base := _segment_base(name)) is not None:
+                bases.append(base)
         bases.sort()
         known = {f"{b:020d}" for b in bases}
         for entry in os.scandir(directory):
@@ -244,9 +248,8 @@ def bytes_to_recover(directory: Path, recovery_point: int) -> int:
     sizes: dict[int, int] = {}
     with os.scandir(directory) as entries:
         for entry in entries:
-            stem = entry.name[: -len(LOG_SUFFIX)]
-            if entry.name.endswith(LOG_SUFFIX) and stem.isdigit():
-                sizes[int(stem)] = entry.stat().st_size
+            if (base := _segment_base(entry.name)) is not None:
+                sizes[base] = entry.stat().st_size
     bases = sorted(sizes)
     return sum(sizes[base] for base in bases[_first_unflushed(bases, recovery_point):])
 

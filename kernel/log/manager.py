@@ -50,6 +50,7 @@ from kernel.log.recovery_progress import (
     RecoveryListener,
     RecoveryProgress,
 )
+from kernel.log.volume import volume_bytes
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -134,7 +135,7 @@ def _check_writable(directory: Path) -> None:
         finally:
             os.close(fd)
             probe.unlink(missing_ok=True)
-        full = os.statvfs(directory).f_bavail == 0
+        full = volume_bytes(directory)[1] == 0
     except OSError as e:
         raise LogDirError(directory, f"is not writable: {e.strerror}") from None
     if full:
