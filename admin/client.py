@@ -120,3 +120,12 @@ def result(future: Any, options: ClientOptions, what: str) -> Any:
                          f"{options.timeout_s:g} s") from None
     except Exception as e:  # KafkaException and its kin
         raise AdminError(f"{what}: {first_line(e)}") from None
+
+
+def metadata(client: Any, options: ClientOptions, topic: str | None = None) -> Any:
+    """Metadata through an admin client or a consumer (every topic, or ``topic``), or an
+    AdminError naming the broker."""
+    try:
+        return client.list_topics(topic, timeout=options.timeout_s)
+    except Exception as e:  # KafkaException: the broker out of reach
+        raise AdminError(f"Metadata from {options.bootstrap}: {first_line(e)}") from None

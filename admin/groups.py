@@ -7,7 +7,7 @@ import argparse
 import datetime
 from typing import Any
 
-from admin.client import ClientOptions, result
+from admin.client import ClientOptions, metadata, result
 from admin.errors import AdminError
 from admin.offsets import TopicPartitionKey, list_offsets
 from admin.output import Table, View
@@ -88,10 +88,10 @@ def _partitions_to_reset(client: Any, options: ClientOptions, args: argparse.Nam
     if args.all_topics:
         return sorted(committed)
     wanted: list[TopicPartitionKey] = []
-    metadata = client.list_topics(timeout=options.timeout_s)
+    topics = metadata(client, options).topics
     for item in args.topic:
         name, _, chosen = item.partition(":")
-        topic = metadata.topics.get(name)
+        topic = topics.get(name)
         if topic is None or topic.error is not None:
             raise AdminError(f"--topic {name}: no such topic")
         partitions = sorted(topic.partitions)

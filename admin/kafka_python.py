@@ -27,8 +27,10 @@ KAFKA_PYTHON_NAMES = {
 
 
 def kafka_python_config(options: ClientOptions) -> dict[str, Any]:
+    timeout_ms = int(options.timeout_s * 1000)
     config: dict[str, Any] = {"bootstrap_servers": options.bootstrap,
-                              "request_timeout_ms": int(options.timeout_s * 1000),
+                              "request_timeout_ms": timeout_ms,
+                              "bootstrap_timeout_ms": timeout_ms,
                               "client_id": "kafkernel-admin"}
     for key, value in options.properties.items():
         name = KAFKA_PYTHON_NAMES.get(key)

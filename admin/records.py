@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from admin.client import ClientOptions, confluent_config, first_line
+from admin.client import ClientOptions, confluent_config, first_line, metadata
 from admin.configs import key_values
 from admin.errors import AdminError
 from admin.output import View
@@ -102,8 +102,7 @@ def consume(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vi
     records: list[dict[str, Any]] = []
     lines: list[str] = []
     try:
-        metadata = consumer.list_topics(args.topic, timeout=options.timeout_s)
-        topic = metadata.topics.get(args.topic)
+        topic = metadata(consumer, options, args.topic).topics.get(args.topic)
         if topic is None or topic.error is not None:
             reason = topic.error.str() if topic is not None and topic.error else "not found"
             raise AdminError(f"consuming {args.topic}: {reason}")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from admin.client import ClientOptions, result
+from admin.client import ClientOptions, metadata, result
 from admin.configs import alter, key_values
-from admin.errors import AdminError
 from admin.log_dirs import partition_sizes
 from admin.offsets import list_offsets
 from admin.output import Table, View
@@ -27,13 +26,6 @@ def create(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vie
                 lines=[f"topic {args.topic} {verb}"])
 
 
-def _metadata(client: Any, options: ClientOptions) -> Any:
-    try:
-        return client.list_topics(timeout=options.timeout_s)
-    except Exception as e:
-        raise AdminError(f"Metadata from {options.bootstrap}: {e}") from None
-
-
 def _describe_topics(client: Any, options: ClientOptions, names: list[str]) -> list[Any]:
     from confluent_kafka import TopicCollection
 
@@ -43,7 +35,7 @@ def _describe_topics(client: Any, options: ClientOptions, names: list[str]) -> l
 
 
 def list_(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
-    names = sorted(_metadata(client, options).topics)
+    names = sorted(metadata(client, options).topics)
     described = _describe_topics(client, options, names) if names else []
     rows = [{"topic": d.name, "partitions": len(d.partitions),
              "replication_factor": len(d.partitions[0].replicas) if d.partitions else 0,
