@@ -36,22 +36,32 @@ def produce(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vi
     kw: dict[str, Any] = {"headers": headers} if headers else {}
     if args.partition is not None:
         kw["partition"] = args.partition
-    for line in (args.input or sys.stdin):
+    def send(value: str, key: str | None) -> None:
+        while True:
+            try:
+                producer.produce(args.topic, value=value.encode(),
+                                 key=None if key is None else key.encode(),
+                                 on_delivery=report, **kw)
+                return
+            except KafkaException as e:
+                raise AdminError(f"producing to {args.topic}: {first_line(e)}") from None
+            except BufferError:  # the client's queue is full: wait for room, then again
+                producer.poll(1.0)
+
+    for number, line in enumerate(args.input or sys.stdin, 1):
         value = line.rstrip("\n")
         key = None
         if args.key_separator:
             key, sep, rest = value.partition(args.key_separator)
             if not sep:
-                raise AdminError(f"line without the key separator {args.key_separator!r}: "
-                                 f"{value[:60]!r}")
+                # what came before is sent, and said, before the command ends
+                sent = producer.flush(options.timeout_s) == 0 and not failures
+                raise AdminError(
+                    f"line {number} has no key separator {args.key_separator!r}: "
+                    f"{value[:60]!r}; the {number - 1} lines before it were "
+                    f"{'produced' if sent else 'not all produced'}")
             value = rest
-        try:
-            producer.produce(args.topic, value=value.encode(), key=key and key.encode(),
-                             on_delivery=report, **kw)
-        except KafkaException as e:
-            raise AdminError(f"producing to {args.topic}: {first_line(e)}") from None
-        except BufferError:
-            producer.poll(1.0)
+        send(value, key)
         producer.poll(0)
     left = producer.flush(options.timeout_s)
     if failures or left:

@@ -181,6 +181,15 @@ def test_produce_and_consume(bootstrap: str, tmp_path: Path) -> None:
             if r["partition"] == 1} == {("a", "1", (("source", "cli"),)),
                                          ("b", "2", (("source", "cli"),)),
                                          ("c", "3", (("source", "cli"),))}
+    lines.write_text("d:4\nno separator\ne:5\n")
+    stopped = kafkernel(bootstrap, "produce", "quick", "--input", str(lines),
+                        "--key-separator", ":", "--partition", "0")
+    assert (stopped.code, stopped.err) == (1, "kafkernel: line 2 has no key separator ':': "
+                                              "'no separator'; the 1 lines before it were "
+                                              "produced\n")
+    assert [r["key"] for r in kafkernel(bootstrap, "consume", "quick", "--from-beginning",
+                                        "-e", "-o", "json").json()
+            if r["partition"] == 0][-1] == "d"
     missing = kafkernel(bootstrap, "consume", "nowhere", "-e")
     assert missing.code == 1 and missing.err.startswith("kafkernel: consuming nowhere")
 
