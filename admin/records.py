@@ -110,7 +110,6 @@ def consume(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vi
               "auto.offset.reset": "earliest" if args.from_beginning else "latest"}
     consumer = Consumer(config)
     records: list[dict[str, Any]] = []
-    lines: list[str] = []
     try:
         topic = metadata(consumer, options, args.topic).topics.get(args.topic)
         if topic is None or topic.error is not None:
@@ -125,7 +124,10 @@ def consume(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vi
         at_end: set[int] = set()
         idle_since = time.monotonic()
         while args.count is None or len(records) < args.count:
-            msg = consumer.poll(0.2)
+            try:
+                msg = consumer.poll(0.2)
+            except KeyboardInterrupt:  # Ctrl-C: the records so far are the answer
+                break
             if msg is None:
                 if args.idle_timeout and time.monotonic() - idle_since > args.idle_timeout:
                     break
@@ -148,10 +150,14 @@ def consume(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vi
                 "value": value.decode(errors="replace") if value is not None else None,
                 "headers": {k: (v or b"").decode(errors="replace")
                             for k, v in (msg.headers() or [])}})
-            lines.append(render(args.format, msg))
+            if args.output == "json":
+                continue
+            # as they come, not at the end: a consume without a count runs until Ctrl-C
+            sys.stdout.write(render(args.format, msg) + "\n")
+            sys.stdout.flush()
     finally:
         consumer.close()
-    return View(records, lines=lines)
+    return View(records)
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

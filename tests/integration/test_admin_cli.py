@@ -5,9 +5,11 @@ one-line error with exit code 1 when the broker refuses or cannot be reached
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,6 +194,25 @@ def test_produce_and_consume(bootstrap: str, tmp_path: Path) -> None:
             if r["partition"] == 0][-1] == "d"
     missing = kafkernel(bootstrap, "consume", "nowhere", "-e")
     assert missing.code == 1 and missing.err.startswith("kafkernel: consuming nowhere")
+
+
+def test_consume_prints_records_as_they_come_until_ctrl_c(bootstrap: str) -> None:
+    kafkernel(bootstrap, "topic", "create", "live")
+    produce(bootstrap, "live", per_partition=3, partitions=1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel", "consume", "live", "--from-beginning",
+         "--bootstrap-server", bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    seen: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: seen.extend(
+        proc.stdout.readline() for _ in range(3)), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(20)  # the records, while it still runs
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert seen == ["v0\n", "v1\n", "v2\n"], err
+    assert proc.returncode in (0, 130) and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("argv, message", [
