@@ -199,10 +199,12 @@ def test_produce_and_consume(bootstrap: str, tmp_path: Path) -> None:
 def test_consume_prints_records_as_they_come_until_ctrl_c(bootstrap: str) -> None:
     kafkernel(bootstrap, "topic", "create", "live")
     produce(bootstrap, "live", per_partition=3, partitions=1)
+    # SIGINT at its default in the child, as under a terminal: a parent that ignores it
+    # passes that on, and Python then installs no KeyboardInterrupt handler
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernel", "consume", "live", "--from-beginning",
          "--bootstrap-server", bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen: list[str] = []
     assert proc.stdout is not None
     reader = threading.Thread(target=lambda: seen.extend(
@@ -210,7 +212,12 @@ def test_consume_prints_records_as_they_come_until_ctrl_c(bootstrap: str) -> Non
     reader.start()
     reader.join(20)  # the records, while it still runs
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"consume did not stop on SIGINT within 30 s: {err}")
     assert seen == ["v0\n", "v1\n", "v2\n"], err
     assert proc.returncode in (0, 130) and "Traceback" not in err, err
 
