@@ -4,6 +4,7 @@ must not share counters) and the /metrics HTTP endpoint."""
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,12 @@ from prometheus_client import (
     Histogram,
     start_http_server,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.utils import floatToGoString
 
 import kernel
 
@@ -132,6 +138,53 @@ class _CleanerCollector:
                 "last completed.", value=max(state.now_ms - state.last_clean_ms, 0) / 1000)
 
 
+class _ApiStats:
+    """One API's request count and latency histogram, as plain numbers."""
+
+    __slots__ = ("buckets", "name", "sum")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sum = 0.0
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
+
+
+class _RequestCollector:
+    """Requests, their latency and network bytes: counted once per request on the
+    event loop, so kept in plain numbers (a prometheus_client child takes a lock per
+    increment, four per request) and turned into families at scrape time."""
+
+    def __init__(self) -> None:
+        self.per_api: dict[int, _ApiStats] = {}
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        requests = CounterMetricFamily("kafkernel_requests", "Requests handled, by API.",
+                                       labels=["api"])
+        latency = HistogramMetricFamily(
+            "kafkernel_request_latency_seconds", "Time from decoded request to encoded "
+            "response, by API.", labels=["api"])
+        bounds = [*map(floatToGoString, LATENCY_BUCKETS), "+Inf"]
+        for stats in list(self.per_api.values()):
+            counts = list(stats.buckets)  # the event loop goes on counting meanwhile
+            cumulative, running = [], 0
+            for bound, n in zip(bounds, counts, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            requests.add_metric([stats.name], running)
+            latency.add_metric([stats.name], cumulative, stats.sum)
+        yield requests
+        yield latency
+        yield CounterMetricFamily("kafkernel_network_bytes_in", "Request bytes received.",
+                                  value=self.bytes_in)
+        yield CounterMetricFamily("kafkernel_network_bytes_out", "Response bytes sent.",
+                                  value=self.bytes_out)
+
+
 class _StateCollector:
     def __init__(self, sample: Callable[[], StateSample]) -> None:
         self._sample = sample
@@ -214,15 +267,8 @@ class BrokerMetrics:
     def __init__(self, broker_id: int) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
-            "kafkernel_requests", "Requests handled, by API.", ["api"], registry=r
-        )
-        self.request_latency = Histogram(
-            "kafkernel_request_latency_seconds", "Time from decoded request to encoded "
-            "response, by API.", ["api"], buckets=LATENCY_BUCKETS, registry=r,
-        )
-        self.bytes_in = Counter("kafkernel_network_bytes_in", "Request bytes received.", registry=r)
-        self.bytes_out = Counter("kafkernel_network_bytes_out", "Response bytes sent.", registry=r)
+        self._requests = _RequestCollector()
+        r.register(self._requests)
         self.connections = Gauge(
             "kafkernel_active_connections", "Open client connections.", ["listener"], registry=r
         )
@@ -286,23 +332,19 @@ class BrokerMetrics:
         # cleaner thread -> its last clean's (recopy percent, seconds, map utilization %)
         self._last_cleans: dict[str, tuple[float, float, float]] = {}
         self._per_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
-        # Labelled children are looked up once per API: a label lookup per request
-        # would cost more than the counting.
-        self._per_api: dict[int, tuple[Any, Any]] = {}
         self._http: WSGIServer | None = None
         self._http_thread: threading.Thread | None = None
 
     def request_done(self, api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
-        children = self._per_api.get(api_key)
-        if children is None:
-            name = api_name(api_key)
-            children = (self.requests.labels(name), self.request_latency.labels(name))
-            self._per_api[api_key] = children
-        children[0].inc()
-        children[1].observe(seconds)
-        self.bytes_in.inc(bytes_in + 4)
-        if bytes_out:
-            self.bytes_out.inc(bytes_out)
+        """Called on the event loop only."""
+        requests = self._requests
+        stats = requests.per_api.get(api_key)
+        if stats is None:
+            stats = requests.per_api[api_key] = _ApiStats(api_name(api_key))
+        stats.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        stats.sum += seconds
+        requests.bytes_in += bytes_in + 4
+        requests.bytes_out += bytes_out
 
     def connection_rejected(self, listener: str) -> Callable[[str], None]:
         """A counter of rejected connections for one listener, by reason."""

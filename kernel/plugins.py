@@ -132,6 +132,11 @@ class PluginFacade:
         self._segment_rolled = implemented("kafkernel_segment_rolled")
         self._connection_opened = implemented("kafkernel_connection_opened")
         self._connection_closed = implemented("kafkernel_connection_closed")
+        # Asked per request and per topic: with no authorizer everything is allowed, as
+        # Kafka without authorizer.class.name.
+        self._authorizer = implemented("kafkernel_authorize")
+        self._authorizer_by_resource_type = implemented(
+            "kafkernel_authorize_by_resource_type")
 
     @staticmethod
     def _owner(plugin_name: str) -> str:
@@ -182,6 +187,8 @@ class PluginFacade:
     def authorize(
         self, session: Session, operation: str, resource_type: str, resource_name: str
     ) -> bool:
+        if not self._authorizer:
+            return True
         decision = self.pm.hook.kafkernel_authorize(
             session=session, operation=operation, resource_type=resource_type,
             resource_name=resource_name,
@@ -191,6 +198,8 @@ class PluginFacade:
     def authorize_by_resource_type(
         self, session: Session, operation: str, resource_type: str
     ) -> bool:
+        if not self._authorizer_by_resource_type:
+            return True
         decision = self.pm.hook.kafkernel_authorize_by_resource_type(
             session=session, operation=operation, resource_type=resource_type)
         return decision is not False
