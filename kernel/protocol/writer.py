@@ -102,27 +102,54 @@ def _string_encoder(kafka_type: str, flexible: bool) -> Callable[[Any], tuple[by
 
 
 class _Source:
-    """The generated function's lines and the names they refer to."""
+    """The generated function's lines and the names they refer to.
+
+    Small values waiting to be written are kept as expressions and written by one call,
+    concatenated: a response frame's ``write`` is a Python call, dearer than joining
+    a few short bytes. Consecutive fixed-width fields among them are packed by one
+    ``struct.Struct``."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"uvarint": uvarint, "_uuid": _uuid}
         self._fixed: list[tuple[str, str]] = []  # pending (struct code, expression)
+        self._small: list[str] = []  # pending bytes expressions, in order
+        self._locals = 0
 
     def name(self, value: Any) -> str:
         key = f"_n{len(self.names)}"
         self.names[key] = value
         return key
 
+    def local(self) -> str:
+        self._locals += 1
+        return f"v{self._locals}"
+
     def fixed(self, code: str, expression: str) -> None:
         self._fixed.append((code, expression))
 
-    def flush(self, indent: str = "    ") -> None:
+    def small(self, expression: str) -> None:
+        """A short bytes value, written with its neighbours."""
+        self._pack()
+        self._small.append(expression)
+
+    def _pack(self) -> None:
         if self._fixed:
             packer = self.name(struct.Struct(">" + "".join(c for c, _ in self._fixed)))
             args = ", ".join(e for _, e in self._fixed)
-            self.lines.append(f"{indent}w({packer}.pack({args}))")
+            self._small.append(f"{packer}.pack({args})")
             self._fixed = []
+
+    def flush(self, indent: str = "    ") -> None:
+        self._pack()
+        if self._small:
+            self.lines.append(f"{indent}w({' + '.join(self._small)})")
+            self._small = []
+
+    def before(self, text: str, indent: str = "    ") -> None:
+        """A statement that only reads the entity: it may run before the pending
+        writes."""
+        self.lines.append(indent + text)
 
     def line(self, text: str, indent: str = "    ") -> None:
         self.flush(indent)
@@ -132,12 +159,12 @@ class _Source:
 def _array(src: _Source, value: str, flexible: bool, item: list[str]) -> None:
     """``item``: the statements writing one element ``x``."""
     if flexible:
-        src.line(f"w(b'\\x00' if {value} is None else uvarint(len({value}) + 1))")
+        src.small(f"(b'\\x00' if {value} is None else uvarint(len({value}) + 1))")
     else:
-        src.line(f"w(_I32.pack(-1 if {value} is None else len({value})))")
+        src.small(f"_I32.pack(-1 if {value} is None else len({value}))")
     src.line(f"for x in {value} or ():")
     for statement in item:
-        src.line(statement, "        ")
+        src.lines.append("        " + statement)
 
 
 def _primitive(src: _Source, kafka_type: str, flexible: bool, optional: bool,
@@ -145,30 +172,41 @@ def _primitive(src: _Source, kafka_type: str, flexible: bool, optional: bool,
     if kafka_type in _FIXED and not optional:
         code, expression = _FIXED[kafka_type]
         src.fixed(code, expression.format(value))
-        return
-    for statement in _statements(src, kafka_type, flexible, optional, value):
-        src.line(statement)
+    elif kafka_type == "datetime_i64":  # nullable
+        src.small(f"_I64.pack(-1 if {value} is None else round({value}.timestamp() * 1000))")
+    elif kafka_type == "uuid":
+        src.small(f"_uuid({value})")
+    elif kafka_type in ("string", "bytes", "records"):
+        encode = src.name(_string_encoder(kafka_type, flexible))
+        if not optional:
+            src.before(f"if {value} is None: raise TypeError('Unexpectedly received None "
+                       "value')")
+        prefix, data = src.local(), src.local()
+        src.before(f"{prefix}, {data} = {encode}({value})")
+        src.small(prefix)
+        if kafka_type == "string":
+            src.small(data)
+        else:  # its own write: records stay by reference in a response frame
+            src.line(f"if {data}: w({data})")
+    else:
+        raise NotImplementedError(f"no writer for {kafka_type!r} ({optional=})")
 
 
 def _statements(src: _Source, kafka_type: str, flexible: bool, optional: bool,
                 value: str) -> list[str]:
-    """The statements writing one value of a Kafka type (of a field or an array)."""
+    """The statements writing one element ``value`` of an array of a Kafka type."""
     if kafka_type in _FIXED and not optional:
         code, expression = _FIXED[kafka_type]
         packer = src.name(struct.Struct(">" + code))
         return [f"w({packer}.pack({expression.format(value)}))"]
-    if kafka_type == "datetime_i64":  # nullable
-        return [f"w(_I64.pack(-1 if {value} is None else "
-                f"round({value}.timestamp() * 1000)))"]
     if kafka_type == "uuid":
         return [f"w(_uuid({value}))"]
     if kafka_type in ("string", "bytes", "records"):
         encode = src.name(_string_encoder(kafka_type, flexible))
         checked = [] if optional else [
             f"if {value} is None: raise TypeError('Unexpectedly received None value')"]
-        # The data gets its own write: records stay by reference in a response frame.
         return [*checked, f"p, d = {encode}({value})", "w(p)", "if d: w(d)"]
-    raise NotImplementedError(f"no writer for {kafka_type!r} ({optional=})")
+    raise NotImplementedError(f"no array writer for {kafka_type!r} ({optional=})")
 
 
 def _generate(entity_type: type) -> Writer:
@@ -186,9 +224,9 @@ def _generate(entity_type: type) -> Writer:
             continue
         value = f"e.{field.name}"
         if is_request_header and field.name == "client_id":  # always a legacy string
-            src.line(f"p, d = {src.name(_legacy_string)}({value})")
-            src.line("w(p)")
-            src.line("if d: w(d)")
+            prefix, data = src.local(), src.local()
+            src.before(f"{prefix}, {data} = {src.name(_legacy_string)}({value})")
+            src.small(f"{prefix} + {data}")
             continue
         optional = is_optional(field)
         kind = classify_field(field)
@@ -201,6 +239,7 @@ def _generate(entity_type: type) -> Writer:
             case EntityField(field_type):
                 nested = src.name(compiled_writer(field_type))
                 if optional:  # KIP-893: a nullable struct's int8 marker
+                    src.flush()
                     src.line(f"if {value} is None: w(b'\\xff')")
                     src.line(f"else: w(b'\\x01'); {nested}(buffer, {value})")
                 else:
@@ -213,7 +252,7 @@ def _generate(entity_type: type) -> Writer:
             src.line(f"{src.name(_tag_section(sorted(tagged, key=lambda t: t[0])))}"
                      "(buffer, e)")
         else:
-            src.line("w(b'\\x00')")
+            src.small("b'\\x00'")
     src.flush()
     body = "\n".join(src.lines) or "    pass"
     code = f"def write(buffer, e):\n    w = buffer.write\n{body}\n"
