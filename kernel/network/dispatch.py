@@ -22,7 +22,7 @@ from kernel.protocol.build import has_field
 from kernel.protocol.codec import (
     InvalidRequest,
     ResponseFrame,
-    decode_request,
+    decode_peeked,
     default_entity,
     encode_response_frame,
     peek_header,
@@ -51,6 +51,9 @@ class RequestDispatcher:
         self._metrics = metrics
         self._log = log
         self.log = log
+        # Types of the answers handlers gave that are not awaitable (kio responses):
+        # inspect.isawaitable goes through an ABC check on every call.
+        self._answer_types: set[type] = {type(None)}
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session
@@ -74,10 +77,10 @@ class RequestDispatcher:
             self._metrics.expired_connections_killed.inc()
             raise InvalidRequest(f"API key {api_key} after the SASL session expired "
                                  "without re-authentication (KIP-368)")
-        header, body = decode_request(frame)
+        client_id, body = decode_peeked(frame, api_key, api_version)
         ctx = RequestContext(
             self._services, self._authorize, session, api_key, api_version, correlation_id,
-            header.client_id, len(frame), self._authorize_by_resource_type,
+            client_id, len(frame), self._authorize_by_resource_type,
         )
         started = time.perf_counter()
         try:
@@ -91,8 +94,10 @@ class RequestDispatcher:
             return self._finish(
                 ctx, self._error_response(ctx, ErrorCode.unknown_server_error, None), started
             )
-        if inspect.isawaitable(result):
-            return self._finish_later(ctx, result, started)
+        if type(result) not in self._answer_types:
+            if inspect.isawaitable(result):
+                return self._finish_later(ctx, result, started)
+            self._answer_types.add(type(result))
         return self._finish(ctx, result, started)
 
     async def _finish_later(

@@ -66,6 +66,13 @@ def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, Any, Any]:
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
     api_key, api_version, correlation_id = peek_header(frame)
+    client_id, body = decode_peeked(frame, api_key, api_version)
+    return RequestHeader(api_key, api_version, correlation_id, client_id), body
+
+
+def decode_peeked(frame: bytes | bytearray | memoryview, api_key: int,
+                  api_version: int) -> tuple[str | None, Any]:
+    """(client id, body) of a frame whose header ``peek_header`` has read."""
     cls, guard, header_reader, body_reader = request_codec(api_key, api_version)
     try:
         # kio allocates from declared lengths before reading: nothing reaches it that
@@ -80,10 +87,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         raise InvalidRequest(
             f"malformed {cls.__name__} v{api_version}: {type(e).__name__}: {e}"
         ) from None
-    return (
-        RequestHeader(api_key, api_version, correlation_id, getattr(header, "client_id", None)),
-        body,
-    )
+    return getattr(header, "client_id", None), body
 
 
 @cache
