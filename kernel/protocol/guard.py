@@ -309,18 +309,31 @@ def request_guard(request_cls: type) -> Callable[[Buffer], Buffer]:
     """The guard for one request schema (one API key and version): returns the frame,
     or a copy without the tagged fields the schema does not know; raises
     MalformedFrame."""
+    walk = request_walk(request_cls)
+
+    def guard(frame: Buffer) -> Buffer:
+        return walk(frame)[0]
+
+    return guard
+
+
+@cache
+def request_walk(request_cls: type) -> Callable[[Buffer], tuple[Buffer, int | None]]:
+    """As ``request_guard``, with where the body starts in the frame returned; None when
+    tagged fields were cut out of the frame (it was copied and moved)."""
     header = _entity(request_cls.__header_schema__, False, True).walk  # type: ignore[attr-defined]
     body = _entity(request_cls, False).walk
 
-    def guard(frame: Buffer) -> Buffer:
+    def walk(frame: Buffer) -> tuple[Buffer, int | None]:
         end = len(frame)
         edits: list[Edit] = []
-        body(frame, header(frame, 0, end, edits), end, edits)
+        body_at = header(frame, 0, end, edits)
+        body(frame, body_at, end, edits)
         if not edits:
-            return frame
-        return _apply(frame, edits)
+            return frame, body_at
+        return _apply(frame, edits), None
 
-    return guard
+    return walk
 
 
 def _apply(frame: Buffer, edits: list[Edit]) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import io
 import os
 import subprocess
 import sys
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.serial import entity_reader, entity_writer
 
 from kernel.protocol.codec import InvalidRequest, decode_request
 from kernel.protocol.guard import MalformedFrame, request_guard
@@ -51,6 +54,27 @@ def test_legacy_array_counts_beyond_the_frame_are_refused(count: bytes) -> None:
 def test_every_valid_request_passes_untouched(entity: Any) -> None:
     frame = frame_of(entity)
     assert request_guard(type(entity))(frame) is frame
+
+
+@settings(max_examples=300, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(requests(), st.one_of(st.none(), st.text(max_size=40)))
+def test_the_client_id_and_body_are_kios(entity: Any, client_id: str | None) -> None:
+    """decode_request reads the client id itself where the guard found the header's
+    end; kio's header reader must agree (header v0 has none), and so the body."""
+    header_type = entity.__header_schema__
+    fields = {"request_api_key": entity.__api_key__, "request_api_version": entity.__version__,
+              "correlation_id": 5}
+    if "client_id" in header_type.__dataclass_fields__:
+        fields["client_id"] = client_id
+    buf = io.BytesIO()
+    entity_writer(header_type)(buf, header_type(**fields))
+    entity_writer(type(entity))(buf, entity)
+    frame = buf.getvalue()
+    kio_header, _ = entity_reader(header_type)(frame, 0)
+    header, body = decode_request(frame)
+    assert header.client_id == getattr(kio_header, "client_id", None)
+    assert body == entity
 
 
 def _metadata_v12(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataRequest:
