@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from kernel.network.dispatch import RequestDispatcher
 
 _SIZE = struct.Struct(">i")
+_ANSWERED = (bytes, ResponseFrame)  # a tuple: isinstance with a union is slower
 RECEIVE_BUFFER = 256 * 1024
 # The read that follows a large frame: producers pipeline ~1 MB requests, so it usually
 # holds the start of the next one, and that part is copied into the next frame buffer.
@@ -183,7 +184,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             view[:n] = self._head
         if self._after_large:
             return view[n:n + AFTER_LARGE_FRAME_READ]
-        return view[n:]
+        return view[n:] if n else view
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = time.monotonic()
@@ -312,7 +313,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # and kio copied what it keeps: the frame's bytes go back to the pool.
                 del frame
                 self._pool.release(size)
-            if isinstance(result, bytes | ResponseFrame):
+            if isinstance(result, _ANSWERED):
                 self._write(result)
                 if session.close_after_response:
                     self.close()
