@@ -101,6 +101,40 @@ def decode_peeked(frame: bytes | bytearray | memoryview, api_key: int,
     return client_id, body
 
 
+class RecentRequests:
+    """Decoded small requests by their bytes (the correlation id aside): clients repeat
+    the same requests (a consumer's ListOffsets of the earliest and latest offset for
+    every poll in Spark's connector, heartbeats, metadata refreshes), and kio's
+    entities are immutable, so an identical frame gets the entity decoded before
+    without the guard's walk and kio's reading. Only frames that decoded are kept, and
+    only of the APIs below: none that carries records or secrets (Produce, SASL,
+    SCRAM credentials) is held on to."""
+
+    MAX_FRAME_BYTES = 512
+    MAX_ENTRIES = 1024
+    # Fetch, ListOffsets, Metadata, OffsetFetch, FindCoordinator, Heartbeat,
+    # ApiVersions, OffsetForLeaderEpoch, DescribeCluster, ConsumerGroupHeartbeat.
+    APIS = frozenset({1, 2, 3, 9, 10, 12, 18, 23, 60, 68})
+
+    def __init__(self) -> None:
+        self._decoded: dict[bytes, tuple[str | None, Any]] = {}
+
+    def decode(self, frame: bytes | memoryview, api_key: int,
+               api_version: int) -> tuple[str | None, Any]:
+        """As ``decode_peeked``."""
+        if (type(frame) is not bytes or len(frame) > self.MAX_FRAME_BYTES
+                or api_key not in self.APIS):
+            return decode_peeked(frame, api_key, api_version)
+        key = frame[:4] + frame[8:]
+        decoded = self._decoded.get(key)
+        if decoded is None:
+            decoded = decode_peeked(frame, api_key, api_version)
+            if len(self._decoded) >= self.MAX_ENTRIES:
+                del self._decoded[next(iter(self._decoded))]  # the oldest
+            self._decoded[key] = decoded
+        return decoded
+
+
 @cache
 def response_codec(api_key: int, api_version: int) -> tuple[Any, Any, bool]:
     """(response class, body writer, flexible header?)"""
