@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,9 @@ TOPIC = "bench-spark"
 TIMEOUT_S = 600.0
 # Reads of each broker before the measured runs: the Spark JVM's start-up compiling.
 WARM_UP_READS = 2
+WORKLOADS = ("batch read", "export")
+# The broker process's CPU seconds (user and system) during a workload, under this key.
+CPU = "cpu "
 
 
 def batch_read(spark: Any, bootstrap: str, records: int) -> float:
@@ -87,16 +92,26 @@ def measure(brokers: list[AdminBroker], spark: Any, args: argparse.Namespace,
         for broker in brokers:
             batch_read(spark, broker.bootstrap, args.records)
     out: dict[str, dict[str, list[float]]] = {
-        b.name: {"batch read": [], "export": []} for b in brokers}
+        b.name: {w: [] for w in (*WORKLOADS, *(CPU + w for w in WORKLOADS))}
+        for b in brokers}
+
+    def timed(broker: AdminBroker, workload: str, work: Callable[[], float]) -> None:
+        before = broker.sample()
+        seconds = work()
+        after = broker.sample()
+        out[broker.name][workload].append(args.records / seconds)
+        if before is not None and after is not None:
+            out[broker.name][CPU + workload].append(after.cpu_s - before.cpu_s)
+
     for run in range(args.runs):
         turn = brokers if run % 2 == 0 else brokers[::-1]
         for broker in turn:
-            read_s = batch_read(spark, broker.bootstrap, args.records)
-            out[broker.name]["batch read"].append(args.records / read_s)
+            timed(broker, "batch read",
+                  functools.partial(batch_read, spark, broker.bootstrap, args.records))
         for broker in turn:
-            export_s = export(spark, broker.bootstrap, args.records,
-                              work / f"{broker.name}-{run}", args.master)
-            out[broker.name]["export"].append(args.records / export_s)
+            timed(broker, "export", functools.partial(
+                export, spark, broker.bootstrap, args.records,
+                work / f"{broker.name}-{run}", args.master))
         print(f"run {run + 1}: " + "; ".join(
             f"{name} batch read {f['batch read'][-1]:,.0f} rows/s, "
             f"export {f['export'][-1]:,.0f} records/s" for name, f in out.items()),
@@ -141,14 +156,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after), {args.records:,} records x {args.size} B in "
           f"{args.partitions} partitions, median of {args.runs}")
-    print("| workload | Kafka rows/s | Kafkernel rows/s | ratio |")
-    print("|---|---|---|---|")
-    for workload in ("batch read", "export"):
-        k = statistics.median(figures["kafka"][workload]) if "kafka" in figures else None
-        n = (statistics.median(figures["kafkernel"][workload])
-             if "kafkernel" in figures else None)
+    print("| workload | Kafka rows/s | Kafkernel rows/s | ratio | broker CPU s, Kafka / "
+          "Kafkernel |")
+    print("|---|---|---|---|---|")
+
+    def median(broker: str, key: str) -> float | None:
+        values = figures.get(broker, {}).get(key)
+        return statistics.median(values) if values else None
+
+    for workload in WORKLOADS:
+        k, n = median("kafka", workload), median("kafkernel", workload)
         ratio = f"{n / k:.2f}" if k and n else "-"
-        print(f"| {workload} | {k or 0:,.0f} | {n or 0:,.0f} | {ratio} |")
+        cpu = " / ".join(f"{c:.2f}" if c is not None else "-" for c in (
+            median("kafka", CPU + workload), median("kafkernel", CPU + workload)))
+        print(f"| {workload} | {k or 0:,.0f} | {n or 0:,.0f} | {ratio} | {cpu} |")
     return 0
 
 
