@@ -23,7 +23,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from kernel.protocol.guard import MalformedFrame, request_walk
+from kernel.protocol.guard import MalformedFrame, request_guard
 from kernel.protocol.writer import compiled_writer
 
 API_VERSIONS_KEY = 18
@@ -53,18 +53,17 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
 
 
 @cache
-def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, Any, Any, bool]:
-    """(request class, guard walk, header reader, body reader, whether the header has a
-    client id); raises InvalidRequest when kio has no schema for the pair."""
+def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, Any, bool]:
+    """(request class, guard, body reader, whether the header has a client id); raises
+    InvalidRequest when kio has no schema for the pair."""
     try:
         cls = load_request_schema(api_key, api_version)
     except UnknownAPIKey:
         raise InvalidRequest(f"unknown API key {api_key}") from None
     except UnknownEntity:
         raise InvalidRequest(f"unsupported version {api_version} of API key {api_key}") from None
-    header = cls.__header_schema__
-    return (cls, request_walk(cls), entity_reader(header), entity_reader(cls),
-            "client_id" in header.__dataclass_fields__)
+    return (cls, request_guard(cls), entity_reader(cls),
+            "client_id" in cls.__header_schema__.__dataclass_fields__)
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
@@ -76,23 +75,22 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
 def decode_peeked(frame: bytes | bytearray | memoryview, api_key: int,
                   api_version: int) -> tuple[str | None, Any]:
     """(client id, body) of a frame whose header ``peek_header`` has read."""
-    cls, walk, header_reader, body_reader, has_client_id = request_codec(api_key, api_version)
+    cls, guard, body_reader, has_client_id = request_codec(api_key, api_version)
     try:
         # kio allocates from declared lengths before reading: nothing reaches it that
         # the frame cannot hold (see guard.py).
-        frame, body_at = walk(frame)
+        frame, body_at = guard(frame)
     except MalformedFrame as e:
         raise InvalidRequest(f"malformed {cls.__name__} v{api_version}: {e}") from None
+    client_id = None
+    if has_client_id:
+        # Of the header (walked by the guard) only the client id is wanted: a nullable
+        # int16-length string after the 8 bytes peek_header read. Decoded as Kafka's
+        # Java does, bytes that are not UTF-8 replaced, not refused.
+        (size,) = _I16.unpack_from(frame, 8)
+        if size >= 0:
+            client_id = str(frame[10:10 + size], "utf-8", "replace")
     try:
-        if body_at is not None and has_client_id:
-            # The guard found where the header ends; of the header only the client id
-            # is wanted, a nullable int16-length string after the fixed 8 bytes that
-            # peek_header read: kio would build a header entity to hand over that.
-            (size,) = _I16.unpack_from(frame, 8)
-            client_id = None if size < 0 else str(frame[10:10 + size], "utf-8")
-        else:
-            header, body_at = header_reader(frame, 0)
-            client_id = getattr(header, "client_id", None)
         body, _ = body_reader(frame, body_at)
     except Exception as e:  # kio raises several types for malformed input
         raise InvalidRequest(

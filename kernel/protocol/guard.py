@@ -305,35 +305,26 @@ def _entity(cls: type, nullable: bool, header: bool = False) -> _Compiled:
 
 
 @cache
-def request_guard(request_cls: type) -> Callable[[Buffer], Buffer]:
+def request_guard(request_cls: type) -> Callable[[Buffer], tuple[Buffer, int]]:
     """The guard for one request schema (one API key and version): returns the frame,
-    or a copy without the tagged fields the schema does not know; raises
-    MalformedFrame."""
-    walk = request_walk(request_cls)
-
-    def guard(frame: Buffer) -> Buffer:
-        return walk(frame)[0]
-
-    return guard
-
-
-@cache
-def request_walk(request_cls: type) -> Callable[[Buffer], tuple[Buffer, int | None]]:
-    """As ``request_guard``, with where the body starts in the frame returned; None when
-    tagged fields were cut out of the frame (it was copied and moved)."""
+    or a copy without the tagged fields the schema does not know, and where the body
+    starts in it (the header's end); raises MalformedFrame."""
     header = _entity(request_cls.__header_schema__, False, True).walk  # type: ignore[attr-defined]
     body = _entity(request_cls, False).walk
 
-    def walk(frame: Buffer) -> tuple[Buffer, int | None]:
+    def guard(frame: Buffer) -> tuple[Buffer, int]:
         end = len(frame)
         edits: list[Edit] = []
         body_at = header(frame, 0, end, edits)
+        in_header = len(edits)
         body(frame, body_at, end, edits)
         if not edits:
             return frame, body_at
-        return _apply(frame, edits), None
+        # The header's own cuts move the body's start.
+        body_at -= sum(stop - start - len(new) for start, stop, new in edits[:in_header])
+        return _apply(frame, edits), body_at
 
-    return walk
+    return guard
 
 
 def _apply(frame: Buffer, edits: list[Edit]) -> bytes:

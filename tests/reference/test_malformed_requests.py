@@ -46,20 +46,40 @@ def test_an_unparseable_request_closes_the_connection_on_both(pair: Pair, frame:
     assert _closes(pair.kafkernel, frame)
 
 
-def _metadata_with_unknown_tags(side: Side) -> object:
+def _metadata_frame() -> bytes:
     body = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="no-such"),),
                            allow_auto_topic_creation=False,
                            include_topic_authorized_operations=False)
-    plain = encode_request(body, correlation_id=31)[4:]
-    client_id_end = 10 + int.from_bytes(plain[8:10], "big")
-    tagged = (plain[:client_id_end] + b"\x01\x10\x03abc" + plain[client_id_end + 1:-1]
-              + b"\x01\x7f\x02hi")
+    return encode_request(body, correlation_id=31)[4:]
+
+
+def _metadata_answer(side: Side, frame: bytes) -> object:
     with connect(side.bootstrap) as sock:
-        sock.sendall(len(tagged).to_bytes(4, "big") + tagged)
+        sock.sendall(len(frame).to_bytes(4, "big") + frame)
         answer = recv_frame(sock)
     assert answer is not None, "the broker closed the connection"
     return decode_response(answer, 3, 12)[1]
 
 
+def _metadata_with_unknown_tags(side: Side) -> object:
+    plain = _metadata_frame()
+    client_id_end = 10 + int.from_bytes(plain[8:10], "big")
+    tagged = (plain[:client_id_end] + b"\x01\x10\x03abc" + plain[client_id_end + 1:-1]
+              + b"\x01\x7f\x02hi")
+    return _metadata_answer(side, tagged)
+
+
 def test_unknown_tagged_fields_are_skipped_by_both(pair: Pair) -> None:
     pair.assert_same(pair.each(_metadata_with_unknown_tags))
+
+
+def _metadata_from_a_client_id_not_utf8(side: Side) -> object:
+    frame = bytearray(_metadata_frame())
+    frame[10] = 0xFF  # the client id's first byte: no UTF-8 sequence starts with it
+    return _metadata_answer(side, bytes(frame))
+
+
+def test_a_client_id_that_is_not_utf8_is_answered_by_both(pair: Pair) -> None:
+    """Kafka decodes the client id as Java's String does, replacing what is not
+    UTF-8; Kafkernel closed the connection on it until it read the client id itself."""
+    pair.assert_same(pair.each(_metadata_from_a_client_id_not_utf8))

@@ -53,7 +53,9 @@ def test_legacy_array_counts_beyond_the_frame_are_refused(count: bytes) -> None:
 @given(requests())
 def test_every_valid_request_passes_untouched(entity: Any) -> None:
     frame = frame_of(entity)
-    assert request_guard(type(entity))(frame) is frame
+    guarded, body_at = request_guard(type(entity))(frame)
+    assert guarded is frame
+    assert entity_reader(entity.__header_schema__)(frame, 0)[1] == body_at
 
 
 @settings(max_examples=300, deadline=None, database=None,
@@ -103,8 +105,18 @@ def test_unknown_tags_in_the_header_and_a_nested_struct_are_skipped() -> None:
     assert plain[topic_tags] == 0
     frame = (plain[:header_tags] + b"\x01\x05\x02zz" + plain[header_tags + 1:topic_tags]
              + b"\x01\x63\x01\xff" + plain[topic_tags + 1:])
-    _, body = decode_request(frame)
+    header, body = decode_request(frame)
     assert body == _metadata_v12((MetadataRequestTopic(topic_id=None, name="t"),))
+    # The body is found where the header ends once its tags are cut out.
+    assert header.client_id == "wire-test"
+
+
+def test_a_client_id_that_is_not_utf8_is_read_with_replacements_as_kafka_does() -> None:
+    plain = bytearray(frame_of(_metadata_v12(())))
+    plain[10] = 0xFF  # the client id "wire-test" now begins with a byte UTF-8 lacks
+    header, body = decode_request(bytes(plain))
+    assert header.client_id == "\ufffdire-test"
+    assert body == _metadata_v12(())
 
 
 def test_a_known_tagged_field_of_the_wrong_size_is_refused() -> None:
