@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -112,6 +113,7 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"uvarint": uvarint, "_uuid": _uuid}
+        self.indent = "    "
         self._fixed: list[tuple[str, str]] = []  # pending (struct code, expression)
         self._small: list[str] = []  # pending bytes expressions, in order
         self._locals = 0
@@ -140,31 +142,35 @@ class _Source:
             self._small.append(f"{packer}.pack({args})")
             self._fixed = []
 
-    def flush(self, indent: str = "    ") -> None:
+    def flush(self) -> None:
         self._pack()
         if self._small:
-            self.lines.append(f"{indent}w({' + '.join(self._small)})")
+            self.lines.append(f"{self.indent}w({' + '.join(self._small)})")
             self._small = []
 
-    def before(self, text: str, indent: str = "    ") -> None:
+    def before(self, text: str) -> None:
         """A statement that only reads the entity: it may run before the pending
         writes."""
-        self.lines.append(indent + text)
+        self.lines.append(self.indent + text)
 
-    def line(self, text: str, indent: str = "    ") -> None:
-        self.flush(indent)
-        self.lines.append(indent + text)
+    def line(self, text: str) -> None:
+        self.flush()
+        self.lines.append(self.indent + text)
 
 
-def _array(src: _Source, value: str, flexible: bool, item: list[str]) -> None:
-    """``item``: the statements writing one element ``x``."""
+@contextmanager
+def _array(src: _Source, value: str, flexible: bool) -> Iterator[None]:
+    """Its length, then a loop over its elements ``x``: what the block emits is the
+    loop's body."""
     if flexible:
         src.small(f"(b'\\x00' if {value} is None else uvarint(len({value}) + 1))")
     else:
         src.small(f"_I32.pack(-1 if {value} is None else len({value}))")
     src.line(f"for x in {value} or ():")
-    for statement in item:
-        src.lines.append("        " + statement)
+    outer, src.indent = src.indent, src.indent + "    "
+    yield
+    src.flush()
+    src.indent = outer
 
 
 def _primitive(src: _Source, kafka_type: str, flexible: bool, optional: bool,
@@ -192,23 +198,6 @@ def _primitive(src: _Source, kafka_type: str, flexible: bool, optional: bool,
         raise NotImplementedError(f"no writer for {kafka_type!r} ({optional=})")
 
 
-def _statements(src: _Source, kafka_type: str, flexible: bool, optional: bool,
-                value: str) -> list[str]:
-    """The statements writing one element ``value`` of an array of a Kafka type."""
-    if kafka_type in _FIXED and not optional:
-        code, expression = _FIXED[kafka_type]
-        packer = src.name(struct.Struct(">" + code))
-        return [f"w({packer}.pack({expression.format(value)}))"]
-    if kafka_type == "uuid":
-        return [f"w(_uuid({value}))"]
-    if kafka_type in ("string", "bytes", "records"):
-        encode = src.name(_string_encoder(kafka_type, flexible))
-        checked = [] if optional else [
-            f"if {value} is None: raise TypeError('Unexpectedly received None value')"]
-        return [*checked, f"p, d = {encode}({value})", "w(p)", "if d: w(d)"]
-    raise NotImplementedError(f"no array writer for {kafka_type!r} ({optional=})")
-
-
 def _generate(entity_type: type) -> Writer:
     src = _Source()
     src.names.update(_I32=_I32, _I64=struct.Struct(">q"))
@@ -234,19 +223,19 @@ def _generate(entity_type: type) -> Writer:
             case PrimitiveField():
                 _primitive(src, get_schema_field_type(field), flexible, optional, value)
             case PrimitiveTupleField():
-                _array(src, value, flexible, _statements(
-                    src, get_schema_field_type(field), flexible, False, "x"))
+                with _array(src, value, flexible):
+                    _primitive(src, get_schema_field_type(field), flexible, False, "x")
             case EntityField(field_type):
                 nested = src.name(compiled_writer(field_type))
                 if optional:  # KIP-893: a nullable struct's int8 marker
-                    src.flush()
                     src.line(f"if {value} is None: w(b'\\xff')")
                     src.line(f"else: w(b'\\x01'); {nested}(buffer, {value})")
                 else:
                     src.line(f"{nested}(buffer, {value})")
             case EntityTupleField(field_type):
                 nested = src.name(compiled_writer(field_type))
-                _array(src, value, flexible, [f"{nested}(buffer, x)"])
+                with _array(src, value, flexible):
+                    src.line(f"{nested}(buffer, x)")
     if flexible:
         if tagged:
             src.line(f"{src.name(_tag_section(sorted(tagged, key=lambda t: t[0])))}"
