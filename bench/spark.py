@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,15 @@ TIMEOUT_S = 600.0
 # Reads of each broker before the measured runs: the Spark JVM's start-up compiling.
 WARM_UP_READS = 2
 WORKLOADS = ("batch read", "export")
-# The broker process's CPU seconds (user and system) during a workload, under this key.
-CPU = "cpu "
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One workload on one broker: records per second, and the broker process's CPU
+    seconds (user and system) meanwhile (None when /proc could not be read)."""
+
+    rate: float
+    cpu_s: float | None
 
 
 def batch_read(spark: Any, bootstrap: str, records: int) -> float:
@@ -82,7 +90,7 @@ def prepare(broker: AdminBroker, args: argparse.Namespace) -> None:
 
 
 def measure(brokers: list[AdminBroker], spark: Any, args: argparse.Namespace,
-            work: Path) -> dict[str, dict[str, list[float]]]:
+            work: Path) -> dict[str, dict[str, list[Measured]]]:
     """Both brokers up at once, taking turns in each run, the first of a run alternating:
     the Spark JVM keeps compiling for minutes, and whichever broker went second would
     otherwise be read by a faster Spark."""
@@ -91,17 +99,15 @@ def measure(brokers: list[AdminBroker], spark: Any, args: argparse.Namespace,
     for _ in range(WARM_UP_READS):
         for broker in brokers:
             batch_read(spark, broker.bootstrap, args.records)
-    out: dict[str, dict[str, list[float]]] = {
-        b.name: {w: [] for w in (*WORKLOADS, *(CPU + w for w in WORKLOADS))}
-        for b in brokers}
+    out: dict[str, dict[str, list[Measured]]] = {
+        b.name: {w: [] for w in WORKLOADS} for b in brokers}
 
     def timed(broker: AdminBroker, workload: str, work: Callable[[], float]) -> None:
         before = broker.sample()
         seconds = work()
         after = broker.sample()
-        out[broker.name][workload].append(args.records / seconds)
-        if before is not None and after is not None:
-            out[broker.name][CPU + workload].append(after.cpu_s - before.cpu_s)
+        cpu_s = after.cpu_s - before.cpu_s if before and after else None
+        out[broker.name][workload].append(Measured(args.records / seconds, cpu_s))
 
     for run in range(args.runs):
         turn = brokers if run % 2 == 0 else brokers[::-1]
@@ -113,8 +119,8 @@ def measure(brokers: list[AdminBroker], spark: Any, args: argparse.Namespace,
                 export, spark, broker.bootstrap, args.records,
                 work / f"{broker.name}-{run}", args.master))
         print(f"run {run + 1}: " + "; ".join(
-            f"{name} batch read {f['batch read'][-1]:,.0f} rows/s, "
-            f"export {f['export'][-1]:,.0f} records/s" for name, f in out.items()),
+            f"{name} batch read {f['batch read'][-1].rate:,.0f} rows/s, "
+            f"export {f['export'][-1].rate:,.0f} records/s" for name, f in out.items()),
             file=sys.stderr)
     return out
 
@@ -160,15 +166,16 @@ def main(argv: list[str] | None = None) -> int:
           "Kafkernel |")
     print("|---|---|---|---|---|")
 
-    def median(broker: str, key: str) -> float | None:
-        values = figures.get(broker, {}).get(key)
+    def median(broker: str, workload: str, field: str) -> float | None:
+        values = [getattr(m, field) for m in figures.get(broker, {}).get(workload, ())]
+        values = [v for v in values if v is not None]
         return statistics.median(values) if values else None
 
     for workload in WORKLOADS:
-        k, n = median("kafka", workload), median("kafkernel", workload)
+        k, n = median("kafka", workload, "rate"), median("kafkernel", workload, "rate")
         ratio = f"{n / k:.2f}" if k and n else "-"
         cpu = " / ".join(f"{c:.2f}" if c is not None else "-" for c in (
-            median("kafka", CPU + workload), median("kafkernel", CPU + workload)))
+            median("kafka", workload, "cpu_s"), median("kafkernel", workload, "cpu_s")))
         print(f"| {workload} | {k or 0:,.0f} | {n or 0:,.0f} | {ratio} | {cpu} |")
     return 0
 
