@@ -54,7 +54,7 @@ class RequestDispatcher:
         # Types of the answers handlers gave that are not awaitable (kio responses):
         # inspect.isawaitable goes through an ABC check on every call.
         self._answer_types: set[type] = {type(None)}
-        self._recent = RecentRequests()
+        self.recent_requests = RecentRequests()
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session
@@ -78,7 +78,7 @@ class RequestDispatcher:
             self._metrics.expired_connections_killed.inc()
             raise InvalidRequest(f"API key {api_key} after the SASL session expired "
                                  "without re-authentication (KIP-368)")
-        client_id, body = self._recent.decode(frame, api_key, api_version)
+        client_id, body = self.recent_requests.decode(frame, api_key, api_version)
         ctx = RequestContext(
             self._services, self._authorize, session, api_key, api_version, correlation_id,
             client_id, len(frame), self._authorize_by_resource_type,

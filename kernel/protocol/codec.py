@@ -117,6 +117,9 @@ class RecentRequests:
     def __init__(self) -> None:
         self._decoded: dict[bytes, tuple[str | None, Any]] = {}
 
+    def __len__(self) -> int:
+        return len(self._decoded)
+
     def decode(self, frame: bytes | memoryview, api_key: int,
                api_version: int) -> tuple[str | None, Any]:
         """As ``decode_peeked``."""
