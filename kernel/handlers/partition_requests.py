@@ -26,6 +26,7 @@ def answer_partitions(
     them), so a handler may keep it and complete it later (DeleteRecords does)."""
     services = ctx.services
     image = services.metadata.image
+    leader_partition = services.replicas.leader_partition
     out: list[tuple[str, list[dict[str, Any]]]] = []
     for topic in topics:
         name = getattr(topic, topic_attr)
@@ -33,18 +34,16 @@ def answer_partitions(
         results: list[dict[str, Any]] = []
         for item in getattr(topic, partition_attr):
             index = getattr(item, index_attr)
-            fields: dict[str, Any] = {index_attr: index, "error_code": ErrorCode.none}
             try:
                 if not allowed:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-                partition = services.replicas.leader_partition(name, index, image)
+                partition = leader_partition(name, index, image)
                 partition.check_leader_epoch(getattr(item, "current_leader_epoch", -1))
-                answered = answer(partition, item)
-                for key, value in fields.items():
-                    answered.setdefault(key, value)
-                fields = answered
+                fields = answer(partition, item)
+                fields.setdefault(index_attr, index)
+                fields.setdefault("error_code", ErrorCode.none)
             except KafkaError as e:
-                fields["error_code"] = e.error_code
+                fields = {index_attr: index, "error_code": e.error_code}
                 services.metrics.error(e.error_code)
             results.append(fields)
         out.append((name, results))
