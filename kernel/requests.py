@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
+from kernel.protocol.codec import RecentResponses
 from kernel.services import BrokerServices
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -98,6 +99,9 @@ class RequestContext:
     # The authorizer's answer for a resource type (the dispatcher always sets it; the
     # default, as with no authorizer enabled, allows).
     authorize_by_resource_type: AuthorizeByResourceType = _no_authorizer
+    # The connection's broker's responses built before (the dispatcher's), for handlers
+    # whose answers repeat.
+    recent_responses: RecentResponses = field(default_factory=RecentResponses)
 
 
 Response = Any  # a kio response entity of the request's version

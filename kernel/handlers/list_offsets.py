@@ -24,6 +24,7 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
+NO_THROTTLE = datetime.timedelta(0)
 # The version from which each special timestamp is served; Kafka answers an older
 # request naming one with UNSUPPORTED_VERSION for that partition.
 SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
@@ -56,15 +57,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
 
-    m = response_module(API_KEY, ctx.api_version)
     topics = answer_partitions(ctx, request.topics, topic_attr="name",
                                partition_attr="partitions", index_attr="partition_index",
                                operation="DESCRIBE", answer=answer)
-    return make(
-        m.ListOffsetsResponse, throttle_time=datetime.timedelta(0),
-        topics=tuple(
-            m.ListOffsetsTopicResponse(name=name, partitions=tuple(
-                make(m.ListOffsetsPartitionResponse, **f) for f in parts))
-            for name, parts in topics
-        ),
-    )
+    # The response follows from these values alone: a consumer asking again while the
+    # log stands still (Spark's connector, twice per poll) gets the entity built before.
+    values = tuple((name, tuple(tuple(f.items()) for f in parts)) for name, parts in topics)
+
+    def build() -> Any:
+        m = response_module(API_KEY, ctx.api_version)
+        return make(
+            m.ListOffsetsResponse, throttle_time=NO_THROTTLE,
+            topics=tuple(
+                m.ListOffsetsTopicResponse(name=name, partitions=tuple(
+                    make(m.ListOffsetsPartitionResponse, **f) for f in parts))
+                for name, parts in topics
+            ),
+        )
+
+    return ctx.recent_responses.built(API_KEY, ctx.api_version, values, build)

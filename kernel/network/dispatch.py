@@ -22,9 +22,9 @@ from kernel.protocol.build import has_field
 from kernel.protocol.codec import (
     InvalidRequest,
     RecentRequests,
+    RecentResponses,
     ResponseFrame,
     default_entity,
-    encode_response_frame,
     peek_header,
     response_class,
 )
@@ -55,6 +55,7 @@ class RequestDispatcher:
         # inspect.isawaitable goes through an ABC check on every call.
         self._answer_types: set[type] = {type(None)}
         self.recent_requests = RecentRequests()
+        self.recent_responses = RecentResponses()
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session
@@ -81,7 +82,7 @@ class RequestDispatcher:
         client_id, body = self.recent_requests.decode(frame, api_key, api_version)
         ctx = RequestContext(
             self._services, self._authorize, session, api_key, api_version, correlation_id,
-            client_id, len(frame), self._authorize_by_resource_type,
+            client_id, len(frame), self._authorize_by_resource_type, self.recent_responses,
         )
         started = time.perf_counter()
         try:
@@ -119,8 +120,10 @@ class RequestDispatcher:
         if body is None:
             self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, 0)
             return None
-        frame = encode_response_frame(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
-        self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, frame.size)
+        frame = self.recent_responses.encode(ctx.api_key, ctx.api_version, ctx.correlation_id,
+                                             body)
+        size = len(frame) if type(frame) is bytes else frame.size
+        self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, size)
         code = getattr(body, "error_code", None)
         if code:
             self._metrics.error(code)

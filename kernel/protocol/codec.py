@@ -15,9 +15,10 @@ import datetime
 import struct
 import typing
 import uuid
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -31,6 +32,7 @@ _HEAD = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
+T = TypeVar("T")
 
 
 class InvalidRequest(Exception):
@@ -197,6 +199,56 @@ def encode_response_frame(
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     return encode_response_frame(api_key, api_version, correlation_id, body).to_bytes()
+
+
+class RecentResponses:
+    """Responses that repeat, built and encoded once. A handler whose answer follows
+    from a few values it computes anyway (ListOffsets: each partition's offset,
+    timestamp, leader epoch or error) gets the entity it built before for equal values
+    (``built``), and such an entity is sent from the bytes of its first encoding
+    (``encode``): kio's entities are immutable, so equal values give equal bytes. The
+    requests Spark's connector repeats (two ListOffsets per poll of 500 records) then
+    cost no entity building and no encoding. Bounded: the oldest entry goes first."""
+
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._built: dict[Hashable, Any] = {}
+        # id(entity) -> (the entity, kept so that its id is not reused; the frame after
+        # its size and correlation id, None until the first encoding).
+        self._encoded: dict[int, tuple[Any, bytes | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    def built(self, api_key: int, api_version: int, values: Hashable,
+              build: Callable[[], T]) -> T:
+        """The entity ``build()`` gave for equal ``values`` of this API version, or a
+        new one. ``values`` must determine the whole response."""
+        key = (api_key, api_version, values)
+        entity: T | None = self._built.get(key)
+        if entity is None:
+            entity = build()
+            if len(self._built) >= self.MAX_ENTRIES:
+                oldest = self._built.pop(next(iter(self._built)))
+                del self._encoded[id(oldest)]
+            self._built[key] = entity
+            self._encoded[id(entity)] = (entity, None)
+        return entity
+
+    def encode(self, api_key: int, api_version: int, correlation_id: int,
+               body: Any) -> ResponseFrame | bytes:
+        """As ``encode_response_frame``; an entity ``built`` gave is encoded once, and
+        answered again as one bytes object."""
+        entry = self._encoded.get(id(body))
+        if entry is None or entry[0] is not body:
+            return encode_response_frame(api_key, api_version, correlation_id, body)
+        after = entry[1]
+        if after is None:
+            frame = encode_response_frame(api_key, api_version, correlation_id, body)
+            self._encoded[id(body)] = (body, frame.to_bytes()[_SIZE_AND_CORRELATION.size:])
+            return frame
+        return _SIZE_AND_CORRELATION.pack(len(after) + 4, correlation_id) + after
 
 
 def response_class(api_key: int, api_version: int) -> Any:
