@@ -95,10 +95,24 @@ def decode_peeked(frame: bytes | bytearray | memoryview, api_key: int,
     try:
         body, _ = body_reader(frame, body_at)
     except Exception as e:  # kio raises several types for malformed input
-        raise InvalidRequest(
-            f"malformed {cls.__name__} v{api_version}: {type(e).__name__}: {e}"
-        ) from None
+        body = _read_mended(cls, body_reader, frame)
+        if body is None:
+            raise InvalidRequest(
+                f"malformed {cls.__name__} v{api_version}: {type(e).__name__}: {e}"
+            ) from None
     return client_id, body
+
+
+def _read_mended(cls: type, body_reader: Any, frame: Buffer) -> Any:
+    """The body of a frame kio refused, read again with its strings that are not UTF-8
+    replaced as Kafka's Java reads them; None when there were none (or it fails still)."""
+    mended, body_at = request_guard(cls, mend=True)(frame)
+    if mended is frame:
+        return None
+    try:
+        return body_reader(mended, body_at)[0]
+    except Exception:
+        return None
 
 
 class RecentRequests:

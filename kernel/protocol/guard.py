@@ -14,6 +14,11 @@ the same schema, field by field, allocating nothing:
 - an array the schema does not allow to be null is not null (kio would pass None to
   the handler; Kafka refuses the request).
 
+A second walk, only for a frame kio then refuses (``request_guard(cls, mend=True)``),
+also replaces what is not UTF-8 in its strings by U+FFFD, as Kafka's Java reads every
+string: Kafka answers a Metadata request for a topic name that is not UTF-8 with
+INVALID_TOPIC_EXCEPTION, where kio's reader refuses the whole frame.
+
 A frame that fails is refused before kio sees it; the connection is closed, as Kafka
 closes it on a request it cannot parse. The walk follows kio's wire interpretation
 (``kio.serial._introspect``, the helpers its native schema compiler calls), and was
@@ -101,6 +106,26 @@ def _null_array(pos: int) -> NoReturn:
     raise MalformedFrame(f"a non-nullable array is null at byte {pos}")
 
 
+def _size_at(buf: Buffer, field_at: int) -> int:
+    """Where a tagged field's size starts: after its tag's varint."""
+    while buf[field_at] & 0x80:
+        field_at += 1
+    return field_at + 1
+
+
+def _mend_string(buf: Buffer, at: int, start: int, stop: int, flexible: bool,
+                 edits: list[Edit]) -> None:
+    """The string at [start, stop), its length at ``at``: if it is not UTF-8, an edit
+    that replaces it, length included, by its decoding with U+FFFD re-encoded."""
+    raw = bytes(buf[start:stop])
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        mended = raw.decode(errors="replace").encode()
+        length = uvarint(len(mended) + 1) if flexible else _I16.pack(len(mended))
+        edits.append((at, stop, length + mended))
+
+
 def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
     """The tagged fields of a flexible struct that has some (the generated code skips
     an empty section itself)."""
@@ -122,8 +147,14 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
             if known is None:
                 unknown.append((field_at, pos + size, b""))
                 kept -= 1
-            elif known(buf, pos, pos + size, edits) != pos + size:
-                raise MalformedFrame(f"tagged field {tag} at byte {field_at} is not {size} bytes")
+            else:
+                size_at, inner = _size_at(buf, field_at), len(edits)
+                if known(buf, pos, pos + size, edits) != pos + size:
+                    raise MalformedFrame(
+                        f"tagged field {tag} at byte {field_at} is not {size} bytes")
+                if len(edits) > inner:  # edited inside: its size follows
+                    grown = sum(len(new) - (stop - start) for start, stop, new in edits[inner:])
+                    edits.append((size_at, pos, uvarint(size + grown)))
             pos += size
         if unknown:
             edits.append((count_at, count_end, uvarint(kept)))
@@ -142,7 +173,7 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
 
 _HELPERS: dict[str, Any] = {
     "_uvarint": _uvarint, "_room": _room, "_short": _short, "_bad_length": _bad_length,
-    "_null_array": _null_array, "_I16": _I16, "_I32": _I32,
+    "_null_array": _null_array, "_I16": _I16, "_I32": _I32, "_mend_string": _mend_string,
 }
 
 
@@ -180,14 +211,19 @@ class _Source:
         return name
 
 
-def _emit_primitive(src: _Source, kafka_type: str, flexible: bool) -> tuple[int, int | None]:
-    """Inline code for one primitive field; (smallest wire size, fixed size or None)."""
+def _emit_primitive(src: _Source, kafka_type: str, flexible: bool,
+                    mend: bool = False) -> tuple[int, int | None]:
+    """Inline code for one primitive field; (smallest wire size, fixed size or None).
+    ``mend``: strings that are not UTF-8 get an edit (``_mend_string``)."""
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
         src.fixed(size)
         return size, size
     if kafka_type not in ("string", "bytes", "records"):
         raise TypeError(f"no wire walk for kafka type {kafka_type!r}")
+    mend = mend and kafka_type == "string"
+    if mend:
+        src.emit("at = pos")
     if flexible:  # compact: uvarint length + 1, 0 for null
         src.emit("if pos >= end: _short(pos + 1)")
         src.emit("n = buf[pos]")
@@ -196,6 +232,8 @@ def _emit_primitive(src: _Source, kafka_type: str, flexible: bool) -> tuple[int,
         src.emit("if n > 1:")
         src.emit("pos += n - 1", 2)
         src.emit("if pos > end: _room('a string', n - 1, pos - n + 1, end)", 2)
+        if mend:
+            src.emit("_mend_string(buf, at, pos - n + 1, pos, True, edits)", 2)
         return 1, None
     width, unpack = (2, "_I16") if kafka_type == "string" else (4, "_I32")
     src.emit(f"if pos + {width} > end: _short(pos + {width})")
@@ -204,6 +242,8 @@ def _emit_primitive(src: _Source, kafka_type: str, flexible: bool) -> tuple[int,
     src.emit("if n > 0:")
     src.emit("pos += n", 2)
     src.emit("if pos > end: _room('a string', n, pos - n, end)", 2)
+    if mend:
+        src.emit("_mend_string(buf, at, pos - n, pos, False, edits)", 2)
     src.emit(f"elif n < -1: _bad_length('string', n, pos - {width})")
     return width, None
 
@@ -234,7 +274,7 @@ def _emit_array(src: _Source, element: _Compiled, flexible: bool, nullable: bool
 
 
 def _emit_field(src: _Source, f: dataclasses.Field[Any], flexible: bool,
-                header: bool) -> tuple[int, int | None]:
+                header: bool, mend: bool) -> tuple[int, int | None]:
     """Mirrors kio's native ``build_field_schema``; (smallest size, fixed size or None)."""
     if header and f.name == "client_id":
         return _emit_primitive(src, "string", False)  # nullable legacy in every header
@@ -242,24 +282,24 @@ def _emit_field(src: _Source, f: dataclasses.Field[Any], flexible: bool,
     is_array = isinstance(kind, PrimitiveTupleField | EntityTupleField)
     if isinstance(kind, EntityField | EntityTupleField):
         nullable = isinstance(kind, EntityField) and is_optional(f)
-        inner = _entity(kind.type_, nullable)
+        inner = _entity(kind.type_, nullable, mend=mend)
         if not is_array:
             src.emit(f"pos = {src.bind(inner.walk)}(buf, pos, end, edits)")
             return inner.min_size, inner.fixed
     else:
         kafka_type = get_schema_field_type(f)
         if not is_array:
-            return _emit_primitive(src, kafka_type, flexible)
-        inner = _primitive_element(kafka_type, flexible)
+            return _emit_primitive(src, kafka_type, flexible, mend)
+        inner = _primitive_element(kafka_type, flexible, mend)
     _emit_array(src, inner, flexible, is_optional(f))
     return (1 if flexible else 4), None
 
 
 @cache
-def _primitive_element(kafka_type: str, flexible: bool) -> _Compiled:
+def _primitive_element(kafka_type: str, flexible: bool, mend: bool) -> _Compiled:
     """A primitive as an array element."""
     src = _Source()
-    low, fixed = _emit_primitive(src, kafka_type, flexible)
+    low, fixed = _emit_primitive(src, kafka_type, flexible, mend)
     return _Compiled(_build(src, f"element_{kafka_type}"), low, fixed)
 
 
@@ -273,7 +313,7 @@ def _build(src: _Source, name: str) -> Walk:
 
 
 @cache
-def _entity(cls: type, nullable: bool, header: bool = False) -> _Compiled:
+def _entity(cls: type, nullable: bool, header: bool = False, mend: bool = False) -> _Compiled:
     flexible: bool = cls.__flexible__  # type: ignore[attr-defined]
     src = _Source()
     if nullable:
@@ -287,10 +327,10 @@ def _entity(cls: type, nullable: bool, header: bool = False) -> _Compiled:
         tag = get_field_tag(f)
         if tag is not None:
             field_src = _Source()
-            _emit_field(field_src, f, flexible, header)
+            _emit_field(field_src, f, flexible, header, mend)
             tagged[int(tag)] = _build(field_src, f"tag_{f.name}")
             continue
-        field_low, field_fixed = _emit_field(src, f, flexible, header)
+        field_low, field_fixed = _emit_field(src, f, flexible, header, mend)
         low += field_low
         fixed = None if fixed is None or field_fixed is None else fixed + field_fixed
     if flexible:
@@ -305,12 +345,14 @@ def _entity(cls: type, nullable: bool, header: bool = False) -> _Compiled:
 
 
 @cache
-def request_guard(request_cls: type) -> Callable[[Buffer], tuple[Buffer, int]]:
+def request_guard(request_cls: type,
+                  mend: bool = False) -> Callable[[Buffer], tuple[Buffer, int]]:
     """The guard for one request schema (one API key and version): returns the frame,
-    or a copy without the tagged fields the schema does not know, and where the body
-    starts in it (the header's end); raises MalformedFrame."""
+    or a copy without the tagged fields the schema does not know (and, with ``mend``,
+    with the body's strings that are not UTF-8 replaced), and where the body starts in
+    it (the header's end); raises MalformedFrame."""
     header = _entity(request_cls.__header_schema__, False, True).walk  # type: ignore[attr-defined]
-    body = _entity(request_cls, False).walk
+    body = _entity(request_cls, False, mend=mend).walk
 
     def guard(frame: Buffer) -> tuple[Buffer, int]:
         end = len(frame)

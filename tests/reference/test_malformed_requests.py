@@ -5,6 +5,7 @@ answer a request whose only oddity is tagged fields they do not know."""
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7.request import ListOffsetsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
@@ -83,3 +84,19 @@ def test_a_client_id_that_is_not_utf8_is_answered_by_both(pair: Pair) -> None:
     """Kafka decodes the client id as Java's String does, replacing what is not
     UTF-8; Kafkernel closed the connection on it until it read the client id itself."""
     pair.assert_same(pair.each(_metadata_from_a_client_id_not_utf8))
+
+
+def _metadata_for_a_topic_name_not_utf8(side: Side) -> object:
+    frame = _metadata_frame()
+    at = frame.index(b"no-such")
+    return _metadata_answer(side, frame[:at] + b"no\xffsuch" + frame[at + 7:])
+
+
+def test_a_topic_name_that_is_not_utf8_is_answered_by_both(pair: Pair) -> None:
+    """Kafka reads every string as Java's String does, replacing what is not UTF-8, and
+    answers such a topic name with INVALID_TOPIC_EXCEPTION; kio refused the frame, and
+    Kafkernel closed the connection, until the guard mended its strings."""
+    answers = pair.each(_metadata_for_a_topic_name_not_utf8)
+    pair.assert_same(answers)
+    topic = answers.kafkernel.topics[0]
+    assert (topic.name, topic.error_code) == ("no\ufffdsuch", ErrorCode.invalid_topic_exception)

@@ -56,6 +56,8 @@ def test_every_valid_request_passes_untouched(entity: Any) -> None:
     guarded, body_at = request_guard(type(entity))(frame)
     assert guarded is frame
     assert entity_reader(entity.__header_schema__)(frame, 0)[1] == body_at
+    # The walk that mends strings finds nothing to mend in UTF-8 strings.
+    assert request_guard(type(entity), mend=True)(frame) == (frame, body_at)
 
 
 @settings(max_examples=300, deadline=None, database=None,
@@ -117,6 +119,70 @@ def test_a_client_id_that_is_not_utf8_is_read_with_replacements_as_kafka_does() 
     header, body = decode_request(bytes(plain))
     assert header.client_id == "\ufffdire-test"
     assert body == _metadata_v12(())
+
+
+NOT_UTF8 = [b"\xff", b"\xe2\x82", b"\xc0\xaf", b"\xed\xa0\x80", b"ok\x80\x80ok"]
+
+
+@pytest.mark.parametrize("raw", NOT_UTF8)
+@pytest.mark.parametrize("version", [12, 4], ids=["compact", "legacy"])
+def test_strings_that_are_not_utf8_are_read_with_replacements_as_kafka_does(
+        raw: bytes, version: int) -> None:
+    """kio refuses such a frame; Kafka's Java reads the string with U+FFFD in place of
+    what is not UTF-8 (and then answers INVALID_TOPIC_EXCEPTION for such a topic)."""
+    if version == 12:
+        entity: Any = _metadata_v12((MetadataRequestTopic(topic_id=None, name="AB"),
+                                     MetadataRequestTopic(topic_id=None, name="after")))
+    else:
+        from kio.schema.metadata.v4.request import MetadataRequest as MetadataV4
+        from kio.schema.metadata.v4.request import MetadataRequestTopic as TopicV4
+        entity = MetadataV4(topics=(TopicV4(name="AB"), TopicV4(name="after")),
+                            allow_auto_topic_creation=True)
+    plain = frame_of(entity)
+    at = plain.index(b"AB")
+    length = (len(raw) + 1).to_bytes(1, "big") if version == 12 else len(raw).to_bytes(2, "big")
+    width = len(length)
+    frame = plain[:at - width] + length + raw + plain[at + 2:]
+    header, body = decode_request(frame)
+    assert [t.name for t in body.topics] == [raw.decode(errors="replace"), "after"]
+    assert header.client_id == "wire-test"
+
+
+def test_a_string_in_a_known_tagged_field_is_mended_and_the_field_resized() -> None:
+    from kio.schema.fetch.v15.request import FetchRequest, ReplicaState
+
+    body = FetchRequest(max_wait=datetime.timedelta(0), min_bytes=0, topics=(),
+                        forgotten_topics_data=(), rack_id="")
+    plain = frame_of(body)
+    # Tag 0, cluster_id: 3 bytes, the compact string b"a\xff"; then tag 1, replica_state
+    # (replica id 3, epoch 4), read where tag 0's resized field ends.
+    state = b"\x00\x00\x00\x03" + b"\x00\x00\x00\x00\x00\x00\x00\x04" + b"\x00"
+    frame = (plain[:-1] + b"\x02" + b"\x00\x03\x03a\xff"
+             + b"\x01" + bytes([len(state)]) + state)
+    decoded = decode_request(frame)[1]
+    assert decoded.cluster_id == "a\ufffd"
+    assert decoded.replica_state == ReplicaState(replica_id=3, replica_epoch=4)
+    # kio reads a tagged value by its content, so it is the guard that checks sizes:
+    # the mended frame is one it passes.
+    mended, _ = request_guard(FetchRequest, mend=True)(frame)
+    assert request_guard(FetchRequest)(mended)[0] is mended
+
+
+def test_a_struct_in_a_known_tagged_field_loses_its_unknown_tags_and_the_field_resized(
+) -> None:
+    from kio.schema.fetch.v15.request import FetchRequest, ReplicaState
+
+    body = FetchRequest(max_wait=datetime.timedelta(0), min_bytes=0, topics=(),
+                        forgotten_topics_data=(), rack_id="")
+    plain = frame_of(body)
+    # Tag 1, replica_state: replica id 3 and epoch 4, then a tag 9 it does not know.
+    state = (b"\x00\x00\x00\x03" + b"\x00\x00\x00\x00\x00\x00\x00\x04"
+             + b"\x01\x09\x02zz")
+    frame = plain[:-1] + b"\x01\x01" + bytes([len(state)]) + state
+    decoded = decode_request(frame)[1]
+    assert decoded.replica_state == ReplicaState(replica_id=3, replica_epoch=4)
+    cut, _ = request_guard(FetchRequest)(frame)
+    assert request_guard(FetchRequest)(cut)[0] is cut
 
 
 def test_a_known_tagged_field_of_the_wrong_size_is_refused() -> None:
