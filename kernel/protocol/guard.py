@@ -106,13 +106,6 @@ def _null_array(pos: int) -> NoReturn:
     raise MalformedFrame(f"a non-nullable array is null at byte {pos}")
 
 
-def _size_at(buf: Buffer, field_at: int) -> int:
-    """Where a tagged field's size starts: after its tag's varint."""
-    while buf[field_at] & 0x80:
-        field_at += 1
-    return field_at + 1
-
-
 def _mend_string(buf: Buffer, at: int, start: int, stop: int, flexible: bool,
                  edits: list[Edit]) -> None:
     """The string at [start, stop), its length at ``at``: if it is not UTF-8, an edit
@@ -139,8 +132,8 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
         unknown: list[Edit] = []
         for _ in range(n):
             field_at = pos
-            tag, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
+            tag, size_at = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, size_at, end)
             if pos + size > end:
                 _room(f"tagged field {tag}", size, pos, end)
             known = tagged.get(tag)
@@ -148,7 +141,7 @@ def _tagged_fields(tagged: dict[int, Walk]) -> Walk:
                 unknown.append((field_at, pos + size, b""))
                 kept -= 1
             else:
-                size_at, inner = _size_at(buf, field_at), len(edits)
+                inner = len(edits)
                 if known(buf, pos, pos + size, edits) != pos + size:
                     raise MalformedFrame(
                         f"tagged field {tag} at byte {field_at} is not {size} bytes")
