@@ -474,3 +474,18 @@ class KafkernelBroker(AdminBroker):
             self._log = None
         if self.workdir is not None and not self.keep_data:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def kafka_and_kafkernel(names: str, partitions: int,
+                        overrides: Sequence[str] = ()) -> list[AdminBroker]:
+    """The brokers of a ``--brokers`` option ("kafka,kafkernel", in that order), each
+    with ``partitions`` as its default partition count and the same ``overrides``."""
+    made: list[AdminBroker] = []
+    for name in names.split(","):
+        if name == "kafka":
+            made.append(KafkaBroker(partitions, list(overrides), False))
+        elif name == "kafkernel":
+            made.append(KafkernelBroker(partitions, list(overrides), False))
+        else:
+            raise SystemExit(f"--brokers: unknown broker {name!r} (kafka, kafkernel)")
+    return made

@@ -51,7 +51,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
 
-from bench.brokers import AdminBroker, KafkaBroker, KafkernelBroker
+from bench.brokers import AdminBroker, kafka_and_kafkernel
 from bench.clients import produce_batches
 from kernel.protocol.client import BrokerConnection
 
@@ -228,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", default="kafka,kafkernel")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    brokers: list[AdminBroker] = [
-        KafkaBroker(1, [CLEANER_BACKOFF], False) if name == "kafka"
-        else KafkernelBroker(1, [CLEANER_BACKOFF], False)
-        for name in args.brokers.split(",")]
+    brokers = kafka_and_kafkernel(args.brokers, 1, [CLEANER_BACKOFF])
     runs: dict[str, list[Run]] = {b.name: [] for b in brokers}
     with contextlib.ExitStack() as stack:
         for broker in brokers:

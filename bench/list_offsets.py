@@ -24,7 +24,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from bench.brokers import AdminBroker, KafkaBroker, KafkernelBroker
+from bench.brokers import AdminBroker, kafka_and_kafkernel
 from bench.clients import produce_batches
 from kernel.protocol.build import make, request_module
 from kernel.protocol.client import encode_request
@@ -86,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", default="kafka,kafkernel")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    brokers: list[AdminBroker] = [
-        KafkaBroker(1, [], False) if name == "kafka" else KafkernelBroker(1, [], False)
-        for name in args.brokers.split(",")]
+    brokers = kafka_and_kafkernel(args.brokers, 1)
     runs: dict[str, list[Run]] = {b.name: [] for b in brokers}
     with contextlib.ExitStack() as stack:
         for broker in brokers:

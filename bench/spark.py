@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import AdminBroker, KafkaBroker, KafkernelBroker
+from bench.brokers import AdminBroker, kafka_and_kafkernel
 from bench.clients import produce_batches
 from spark.options import ExportOptions
 from spark.progress import exported_offsets
@@ -145,10 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     cores, version = spark.sparkContext.defaultParallelism, spark.version
     work = Path(tempfile.mkdtemp(prefix="bench-spark-"))
-    brokers: list[AdminBroker] = [
-        KafkaBroker(args.partitions, [], False) if name == "kafka"
-        else KafkernelBroker(args.partitions, [], False)
-        for name in args.brokers.split(",")]
+    brokers = kafka_and_kafkernel(args.brokers, args.partitions)
     try:
         with contextlib.ExitStack() as stack:
             for broker in brokers:
