@@ -324,6 +324,20 @@ def list_tiered_storage_timestamps(pair: Pair, v: int) -> None:
         pair.compare(list_offsets(v, name, timestamp))
 
 
+def list_again_as_the_log_moves(pair: Pair, v: int) -> None:
+    """The same request again is answered from the bytes Kafkernel built the first time
+    (RecentResponses) while the log stands still, and anew once a produce moves it."""
+    name = with_records(pair, "lo-again", b"a")
+    for _ in range(2):
+        listed(pair, list_offsets(v, name, LATEST))
+    answers = each(pair, produce(13, name, build_batch([SimpleRecord(key=b"k", value=b"b")])))
+    assert produce_error(answers) == ErrorCode.none
+    for _ in range(2):
+        listed(pair, list_offsets(v, name, EARLIEST))
+        latest = pair.compare(list_offsets(v, name, LATEST)).kafka.topics[0].partitions[0]
+        assert latest.offset == 2
+
+
 def list_offsets_of_an_unknown_topic(pair: Pair, v: int) -> None:
     listed(pair, list_offsets(v, unique("lo-unknown"), LATEST),
            ErrorCode.unknown_topic_or_partition)
@@ -434,6 +448,7 @@ CASES: list[tuple[int, Case]] = [
     (LIST_OFFSETS, list_by_timestamp),
     (LIST_OFFSETS, list_max_timestamp_of_records_without_one),
     (LIST_OFFSETS, list_tiered_storage_timestamps),
+    (LIST_OFFSETS, list_again_as_the_log_moves),
     (LIST_OFFSETS, list_offsets_of_an_unknown_topic),
     (LIST_OFFSETS, list_offsets_of_an_unknown_partition),
     (LIST_OFFSETS, list_offsets_with_a_future_leader_epoch),
