@@ -1,4 +1,4 @@
-"""Fetch (key 1): bytes straight from segment files, with long polls in purgatory.
+"""Fetch (key 1): records sent from the segment files, with long polls in purgatory.
 
 Consumers read below the high watermark; follower replicas (replica id >= 0) read up to
 the log end and report their progress to the leader. A follower needs CLUSTER_ACTION on
@@ -41,7 +41,7 @@ from kernel.fetch_session import (
 )
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.hookspecs import CLUSTER_NAME
-from kernel.log.log import next_offset_after
+from kernel.log.file_records import FileRecords, next_offset_after
 from kernel.log.segment import LogOffsetMetadata
 from kernel.log.txn_index import AbortedTxn
 from kernel.protocol.build import make, response_module
@@ -71,7 +71,7 @@ class FetchPartitionState:
     follower_log_start_offset: int = -1
     partition: Partition | None = None
     error: ErrorCode = ErrorCode.none
-    records: bytes | memoryview = b""
+    records: bytes | memoryview | FileRecords = b""  # FileRecords: sent by sendfile
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -215,7 +215,7 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
         try:
             info = log.read(s.fetch_offset, min(s.max_bytes, remaining),
                             _readable_end(p, replica_id, read_committed),
-                            min_one_batch=total == 0)
+                            min_one_batch=total == 0, zero_copy=True)
         except KafkaError as e:
             s.error = e.error_code
             continue

@@ -295,6 +295,26 @@ class OffsetIndex(_MmapIndex):
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
 
+    def last_at_or_before_position(self, position: int) -> OffsetPosition | None:
+        """The last entry whose file position <= ``position``, None when there is none:
+        positions grow with offsets, so a binary search over them."""
+        n = self._entries
+        if n == 0 or self._mmap is None:
+            return None
+        if self._last_position <= position:
+            return OffsetPosition(self._last_offset, self._last_position)
+        mm = self._mmap
+        lo, hi = 0, n - 1  # entry ``hi`` is past ``position``
+        if _OFFSET_ENTRY.unpack_from(mm, 0)[1] > position:
+            return None
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            if _OFFSET_ENTRY.unpack_from(mm, mid * 8)[1] <= position:
+                lo = mid
+            else:
+                hi = mid
+        return self.entry(lo)
+
     def append(self, offset: int, position: int) -> None:
         if self._entries and offset <= self._last_offset:
             raise ValueError(

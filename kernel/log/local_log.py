@@ -199,6 +199,7 @@ class LocalLog:
         max_bytes: int,
         max_offset_metadata: LogOffsetMetadata | None,
         min_one_batch: bool,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
         """Bytes of the batches from the one holding ``start_offset`` (in the log's
         range, below its end), up to ``max_bytes``, stopping before the position of
@@ -214,7 +215,8 @@ class LocalLog:
                         max_position = max_offset_metadata.relative_position_in_segment
                     elif max_offset_metadata.segment_base_offset < segment.base_offset:
                         break
-                info = segment.read(start_offset, max_bytes, max_position, min_one_batch)
+                info = segment.read(start_offset, max_bytes, max_position, min_one_batch,
+                                    zero_copy)
                 if info is not None:
                     return info
                 i += 1

@@ -53,11 +53,9 @@ from kernel.log.validator import (
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.protocol.records import (
     NO_TIMESTAMP,
-    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Chunks,
     chunks_size,
-    read_batch_header,
 )
 
 # ListOffsets special timestamps
@@ -109,20 +107,6 @@ def _markers(records: bytes | bytearray | memoryview,
                 markers[header.base_offset] = marker
         position += size
     return markers
-
-
-def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
-    """The offset after the last whole batch of fetched bytes, None for no batch."""
-    view = memoryview(records)
-    position, end, last = 0, view.nbytes, None
-    while True:
-        if position + RECORD_BATCH_OVERHEAD > end:
-            return last
-        header = read_batch_header(view, position)
-        if position + header.size > end:
-            return last
-        last = header.next_offset
-        position += header.size
 
 
 # ---------------------------------------------------------------------------
@@ -503,11 +487,13 @@ class Log:
         max_bytes: int,
         max_offset_exclusive: int | None = None,
         min_one_batch: bool = True,
+        zero_copy: bool = False,
     ) -> FetchDataInfo:
         """Bytes of the batches from the one holding ``start_offset``, up to
         ``max_bytes`` (at least one whole batch with ``min_one_batch``), stopping before
         the batch holding ``max_offset_exclusive`` (the high watermark for consumers).
-        Reads one segment at most, as Kafka does.
+        Reads one segment at most, as Kafka does. ``zero_copy``: a large read is a
+        FileRecords slice of the segment file (the fetch path sends it with sendfile).
 
         Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start, log end offset].
         """
@@ -526,7 +512,7 @@ class Log:
             max_meta = local.convert_to_offset_metadata(max_offset_exclusive)
             if start_offset == max_offset_exclusive:
                 return FetchDataInfo(max_meta, b"")
-        return local.read(start_offset, max_bytes, max_meta, min_one_batch)
+        return local.read(start_offset, max_bytes, max_meta, min_one_batch, zero_copy)
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Segment and position of the batch holding ``offset`` (e.g. the high

@@ -25,6 +25,7 @@ import crc32c as _crc32c
 
 from kernel.libc import libc_function
 from kernel.log.checkpoint import fsync_path
+from kernel.log.file_records import FileRecords, LogFile, whole_batches_end
 from kernel.log.index import (
     CorruptIndexError,
     OffsetIndex,
@@ -59,6 +60,9 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
+# Reads at least this large are sent from the file (FileRecords); smaller ones are read:
+# a response writer keeps values this large by reference (codec.BY_REFERENCE_BYTES).
+ZERO_COPY_MIN_BYTES = 32 * 1024
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
 IOV_MAX = 1024  # Linux's limit on buffers per pwritev
@@ -103,7 +107,7 @@ class FetchDataInfo:
     alone is larger than the limit (``first_entry_incomplete``)."""
 
     fetch_offset_metadata: LogOffsetMetadata
-    records: bytes | memoryview
+    records: bytes | memoryview | FileRecords
     first_entry_incomplete: bool = False
     records_count: int = 0  # in the whole batches
 
@@ -164,6 +168,7 @@ class LogSegment:
         self.time_index_path = directory / (stem + TIME_INDEX_SUFFIX + file_suffix)
         self.txn_index = TransactionIndex(directory / (stem + TXN_INDEX_SUFFIX + file_suffix))
         self._fd = -1
+        self._file: LogFile | None = None  # holds _fd open while fetches send from it
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -202,6 +207,7 @@ class LogSegment:
                      segment.txn_index.path):
             path.unlink(missing_ok=True)
         segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        segment._file = LogFile(segment._fd)
         segment._size = 0
         segment._max_timestamp = NO_TIMESTAMP
         # The indexes are created on first use, as Kafka's LazyIndex: the first append
@@ -216,6 +222,7 @@ class LogSegment:
             if self._closed:
                 raise ValueError(f"segment {self.log_path.name} is closed")
             self._fd = os.open(self.log_path, os.O_RDWR)
+            self._file = LogFile(self._fd)
             if self._size is None:
                 self._size = os.fstat(self._fd).st_size
             if not self._active and self.on_files_opened is not None:
@@ -281,9 +288,10 @@ class LogSegment:
             if index is not None:
                 index.close()
         with self._fd_lock:  # a flush in a worker thread duplicates it under this lock
-            fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
+            self._fd = -1
+            file, self._file = self._file, None
+        if file is not None:
+            file.release()
 
     @property
     def files_open(self) -> bool:
@@ -493,10 +501,13 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_batch: bool = False,
+        zero_copy: bool = False,
     ) -> FetchDataInfo | None:
         """Bytes from the batch holding ``start_offset``, at most ``max_size`` (or the
         whole first batch with ``min_one_batch``) and never past ``max_position``.
-        None when the segment has nothing at or after ``start_offset``."""
+        None when the segment has nothing at or after ``start_offset``. With
+        ``zero_copy`` a read of ``ZERO_COPY_MIN_BYTES`` or more is a FileRecords slice of
+        the file, not its bytes (a fetch sends it with sendfile)."""
         found = self.translate_offset(start_offset)
         if found is None:
             return None
@@ -508,6 +519,16 @@ class LogSegment:
         fetch_size = min(limit - position, adjusted)
         if fetch_size <= 0:
             return FetchDataInfo(metadata, b"")
+        if zero_copy and fetch_size >= ZERO_COPY_MIN_BYTES and adjusted >= batch_size:
+            fd = self._open()
+            end, next_offset = whole_batches_end(fd, self.offset_index, position,
+                                                 position + fetch_size)
+            if end - position >= ZERO_COPY_MIN_BYTES:
+                assert self._file is not None
+                records = FileRecords(self._file, position, end - position, next_offset,
+                                      next_offset - header.base_offset)
+                return FetchDataInfo(metadata, records, records_count=records.records_count)
+            fetch_size = end - position  # small once cut to whole batches: read it
         data = os.pread(self._open(), fetch_size, position)
         if adjusted < batch_size:
             return FetchDataInfo(metadata, data, first_entry_incomplete=True)
@@ -782,9 +803,7 @@ class LogSegment:
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+        self._release_file()
 
     def delete(self) -> None:
         for path in self._discard():
@@ -856,10 +875,15 @@ class LogSegment:
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.discard()
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+        self._release_file()
         return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
+
+    def _release_file(self) -> None:
+        """Let go of the log file: it closes once no fetch is sending from it."""
+        self._fd = -1
+        file, self._file = self._file, None
+        if file is not None:
+            file.release()
 
     @property
     def closed(self) -> bool:

@@ -12,6 +12,13 @@ Requests are handled one at a time in arrival order, as Kafka does by muting a c
 while a request is in flight: pipelined requests wait in a queue, so responses leave in
 request order and produce requests on one connection are appended in order with no
 extra machinery.
+
+A response that the socket does not take at once pauses the connection (its
+transport's ``pause_writing``): no request is handled and nothing is read until the
+client has read it, as Kafka mutes a channel until its response is sent. A fetch
+answer's records are sent from the segment files as the socket drains
+(kernel/network/response_sender.py), so a client that stops reading costs the broker
+the answer's headers, not its records.
 """
 
 from __future__ import annotations
@@ -26,6 +33,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kernel.network.memory_pool import MemoryPool
+from kernel.network.response_sender import (
+    PLAINTEXT_WRITE_HIGH_WATER,
+    TLS_WRITE_HIGH_WATER,
+    ResponseSender,
+    TruncatedDuringSend,
+)
 from kernel.protocol.codec import InvalidRequest, ResponseFrame
 from kernel.requests import ANONYMOUS, AUTHENTICATED_AT_OPEN, Session
 
@@ -120,6 +133,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes = 0
         self._in_flight: asyncio.Future[Any] | None = None
         self._write_paused = False
+        # A response whose records are being sent from segment files as the socket drains.
+        self._sending: ResponseSender | None = None
+        self._socket_fd = -1  # for sendfile; -1 on TLS
         self._queue_paused = False
         self._pool_muted = False
         self._read_paused = False
@@ -142,6 +158,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # Responses are written whole; waiting for delayed ACKs (Nagle) would add
             # tens of milliseconds to every small response.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if transport.get_extra_info("ssl_object") is None:
+            self._socket_fd = -1 if sock is None else sock.fileno()
+            transport.set_write_buffer_limits(high=PLAINTEXT_WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        else:
+            transport.set_write_buffer_limits(high=TLS_WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         session = self.session = Session(peer_s, self._listener_name, self._security_protocol)
@@ -168,6 +189,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._idle_timer.cancel()
         if self._in_flight is not None and not self._in_flight.done():
             self._in_flight.cancel()
+        if self._sending is not None:
+            self._sending.release()
+            self._sending = None
         self._queue.clear()
         self._pool.forget(self)
         self._pool.release(self._queued_bytes + self._filled)
@@ -214,10 +238,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._pool.after_read(self)
 
     def pause_writing(self) -> None:
+        # The client is not reading its answers: stop reading its requests too.
         self._write_paused = True
+        self._update_reading()
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._update_reading()
+        if self._sending is not None:
+            self._pump()
+            if self._sending is not None:
+                return
         self._process()
 
     def eof_received(self) -> bool | None:
@@ -280,7 +311,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
 
     def _update_reading(self) -> None:
-        paused = self._queue_paused or self._pool_muted
+        paused = self._queue_paused or self._pool_muted or self._write_paused
         if paused != self._read_paused and self.transport is not None and not self._closed:
             self._read_paused = paused
             if paused:
@@ -293,7 +324,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _process(self) -> None:
         session = self.session
         assert session is not None
-        while self._queue and self._in_flight is None and not self._write_paused:
+        while (self._queue and self._in_flight is None and not self._write_paused
+               and self._sending is None):
             if self._closed:
                 return
             frame = self._queue.popleft()
@@ -353,11 +385,38 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.write(data)
             elif len(data.chunks) == 1:
                 self.transport.write(data.chunks[0])
-            else:
-                # The records of a fetch go to the socket from the bytes read from the
-                # segment, without being copied into one frame first.
+            elif not data.files:
+                # Records read from a segment go to the socket without being copied
+                # into one frame first.
                 self.transport.writelines(data.chunks)
+            else:
+                self._sending = ResponseSender(self.transport, data.chunks, self._socket_fd,
+                                               self._is_write_paused)
+                self._pump()
             self._last_active = time.monotonic()
+
+    def _is_write_paused(self) -> bool:
+        return self._write_paused
+
+    def _pump(self) -> None:
+        sender = self._sending
+        assert sender is not None
+        try:
+            done = sender.pump()
+        except TruncatedDuringSend as e:
+            self._sending = None
+            sender.release()
+            self._fail(str(e))
+            return
+        except OSError:
+            # The client went away mid-answer; the transport reports it too.
+            self._sending = None
+            sender.release()
+            self.close()
+            return
+        self._last_active = time.monotonic()
+        if done:
+            self._sending = None
 
     def _fail(self, reason: str) -> None:
         self.log.warning("closing connection", reason=reason)

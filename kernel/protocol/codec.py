@@ -163,6 +163,7 @@ def response_codec(api_key: int, api_version: int) -> tuple[Any, Any, bool]:
 # Values at least this large (records in Fetch responses) are sent from the object the
 # handler gave, not copied into the frame first.
 BY_REFERENCE_BYTES = 32 * 1024
+_BUFFERS = (bytes, bytearray, memoryview)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -174,24 +175,30 @@ class ResponseFrame:
     large values are kept by reference between them.
     """
 
-    __slots__ = ("_current", "chunks", "size")
+    __slots__ = ("_current", "chunks", "files", "size")
 
     def __init__(self) -> None:
         self._current = bytearray()
-        self.chunks: list[Buffer] = [self._current]
+        self.chunks: list[Any] = [self._current]
         self.size = 0
+        # Some chunks are slices of segment files (FileRecords), sent from the file.
+        self.files = False
 
     def write(self, data: Buffer) -> int:
         n = len(data)
         if n >= BY_REFERENCE_BYTES:
             self._current = bytearray()
             self.chunks += (data, self._current)
+            if not isinstance(data, _BUFFERS):
+                self.files = True
         else:
             self._current += data
         self.size += n
         return n
 
     def to_bytes(self) -> bytes:
+        if self.files:
+            return b"".join(c if isinstance(c, _BUFFERS) else c.read() for c in self.chunks)
         return b"".join(self.chunks)
 
 

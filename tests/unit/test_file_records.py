@@ -1,0 +1,105 @@
+"""Fetched records kept in the segment file (FileRecords): a zero-copy read returns the
+same whole batches as a read of the bytes, at every start and size, and the file stays
+open for a slice that waits to be sent after its segment let go of it."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from kernel.log.file_records import FileRecords, next_offset_after
+from kernel.log.log import Log
+from kernel.log.log_config import LogConfig
+from kernel.log.segment import ZERO_COPY_MIN_BYTES
+from kernel.protocol.records import SimpleRecord, build_batch, whole_batches
+
+NOW = 1_700_000_000_000
+
+
+def _log(path: Path, sizes: list[int], **config: object) -> Log:
+    """A log of one batch per entry of ``sizes`` (records of that many bytes, 1-5 each)."""
+    log = Log.open(path / "t-0", LogConfig(**config), now_ms=NOW)
+    rng = random.Random(7)
+    for size in sizes:
+        n = rng.randint(1, 5)
+        log.append_as_leader(build_batch(
+            [SimpleRecord(value=bytes([65 + i]) * size, key=b"k", timestamp=NOW)
+             for i in range(n)]), 0, NOW)
+    return log
+
+
+def _bytes(records: object) -> bytes:
+    return records.read() if isinstance(records, FileRecords) else bytes(records)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("sizes", [
+    [300] * 400,  # small batches: many per index entry
+    [20_000] * 40,  # batches larger than the index interval: an entry each
+    [random.Random(1).choice([50, 900, 9_000, 70_000]) for _ in range(120)],
+])
+def test_zero_copy_reads_the_same_whole_batches(tmp_path: Path, sizes: list[int]) -> None:
+    log = _log(tmp_path, sizes)
+    rng = random.Random(3)
+    end = log.log_end_offset
+    sliced = 0
+    for _ in range(300):
+        start = rng.randrange(end)
+        max_bytes = rng.choice([1, 1_000, 40_000, 70_000, 150_000, 1 << 20])
+        first = rng.random() < 0.5
+        plain = log.read(start, max_bytes, min_one_batch=first)
+        zero = log.read(start, max_bytes, min_one_batch=first, zero_copy=True)
+        assert zero.first_entry_incomplete == plain.first_entry_incomplete
+        if plain.first_entry_incomplete:
+            continue
+        data = _bytes(zero.records)
+        assert data == bytes(plain.records), (start, max_bytes)
+        assert whole_batches(data)[0] == len(data)
+        assert next_offset_after(zero.records) == next_offset_after(plain.records)
+        if isinstance(zero.records, FileRecords):
+            sliced += 1
+            assert len(zero.records) >= ZERO_COPY_MIN_BYTES
+            # the span of offsets: every offset is a record here (nothing compacted)
+            assert zero.records_count == plain.records_count
+            zero.records.release()
+    assert sliced > 10
+    log.close()
+
+
+def test_a_slice_keeps_its_file_open_after_the_segment_closes_it(tmp_path: Path) -> None:
+    log = _log(tmp_path, [60_000] * 40, segment_bytes=1 << 20)
+    segment = log.segments[0]
+    info = log.read(0, 1 << 20, zero_copy=True)
+    records = info.records
+    assert isinstance(records, FileRecords)
+    expected = records.read()
+    fd = records.fd
+    segment.close_files()  # as the log does for segments beyond the few it keeps open
+    other = os.open(os.devnull, os.O_RDONLY)  # would take a closed descriptor's number
+    try:
+        assert other != fd
+        assert records.read() == expected
+    finally:
+        os.close(other)
+    records.release()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the last holder let go: closed
+    records.release()  # a second release does nothing
+    assert log.read(0, 1 << 20).records == expected  # the segment opens it again
+    log.close()
+
+
+def test_a_slice_outlives_a_deleted_segment(tmp_path: Path) -> None:
+    log = _log(tmp_path, [60_000] * 40, segment_bytes=1 << 20)
+    records = log.read(0, 1 << 20, zero_copy=True).records
+    assert isinstance(records, FileRecords)
+    expected = records.read()
+    log.segments[0].delete()
+    assert records.read() == expected  # unlinked, still readable through the slice
+    fd = records.fd
+    del records  # collected unsent: released
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    log.close()
