@@ -8,6 +8,7 @@ and `kafkernel config check` with one line naming the setting."""
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import socket
 import ssl
@@ -23,6 +24,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -147,6 +149,33 @@ def test_confluent_kafka_produces_and_consumes_over_ssl(
     b = broker_factory(_tls(pki))
     values = _produce_and_consume_confluent(_librdkafka(b, pki, cert=None), "ssl-confluent")
     assert values == [f"m{i}".encode() for i in range(20)]
+
+
+def test_large_fetches_over_ssl_are_read_a_piece_at_a_time(
+    broker_factory: Callable[..., EmbeddedBroker], pki: Pki,
+) -> None:
+    """Fetch answers of megabytes: TLS cannot sendfile, so their records are read from the
+    segment a piece at a time as the transport drains; a client that stops reading its
+    answer leaves the broker serving others."""
+    b = broker_factory(_tls(pki))
+    conf = _librdkafka(b, pki, cert=None)
+    producer = Producer({**conf, "linger.ms": 20, "batch.size": 1_000_000})
+    n = 3_000
+    for i in range(n):
+        producer.produce("ssl-large", value=b"%06d" % i + b"r" * 4_000)
+    assert producer.flush(TIMEOUT_S) == 0
+    stalled = _tls_socket(_port(b), _client_context(pki))
+    try:
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.sendall(encode_request(FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=8 << 20,
+            isolation_level=0, topics=(FetchTopic(topic="ssl-large", partitions=(
+                FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 << 20),)),),
+        )))  # and never read
+        values = consume_values({**conf, "group.id": "g-ssl-large"}, "ssl-large", n, TIMEOUT_S)
+    finally:
+        stalled.close()
+    assert values == [b"%06d" % i + b"r" * 4_000 for i in range(n)]
 
 
 def test_kafka_python_produces_and_consumes_over_ssl(
