@@ -53,6 +53,16 @@ class LogFile:
         if last:
             os.close(self.fd)
 
+    def retain_if_open(self) -> bool:
+        """Hold the file again if a slice still keeps it open (False once closed): a
+        segment that opens its file again takes it back instead of a new descriptor, so
+        clients that do not read their answers cannot make it hold one per answer."""
+        with self._lock:
+            if self._refs == 0:
+                return False
+            self._refs += 1
+            return True
+
 
 class FileRecords:
     """``size`` bytes of whole batches at ``position`` of a segment's log file.

@@ -169,6 +169,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(directory / (stem + TXN_INDEX_SUFFIX + file_suffix))
         self._fd = -1
         self._file: LogFile | None = None  # holds _fd open while fetches send from it
+        self._let_go: LogFile | None = None  # closed by close_files, maybe held by a slice
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -221,8 +222,13 @@ class LogSegment:
         if self._fd < 0:
             if self._closed:
                 raise ValueError(f"segment {self.log_path.name} is closed")
-            self._fd = os.open(self.log_path, os.O_RDWR)
-            self._file = LogFile(self._fd)
+            let_go = self._let_go
+            if let_go is not None and let_go.retain_if_open():
+                self._file = let_go  # still open for a slice being sent: take it back
+            else:
+                self._file = LogFile(os.open(self.log_path, os.O_RDWR))
+            self._let_go = None
+            self._fd = self._file.fd
             if self._size is None:
                 self._size = os.fstat(self._fd).st_size
             if not self._active and self.on_files_opened is not None:
@@ -291,6 +297,7 @@ class LogSegment:
             self._fd = -1
             file, self._file = self._file, None
         if file is not None:
+            self._let_go = file
             file.release()
 
     @property

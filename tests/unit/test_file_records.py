@@ -103,3 +103,23 @@ def test_a_slice_outlives_a_deleted_segment(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         os.fstat(fd)
     log.close()
+
+
+def test_a_segment_opened_again_takes_back_the_file_a_slice_holds(tmp_path: Path) -> None:
+    """Clients that never read their answers must not make a segment hold a descriptor
+    per answer: reopened, it takes back the one still held instead of opening another."""
+    log = _log(tmp_path, [60_000] * 40, segment_bytes=1 << 20)
+    segment = log.segments[0]
+    held = []
+    for _ in range(5):
+        records = log.read(0, 1 << 20, zero_copy=True).records
+        assert isinstance(records, FileRecords)
+        held.append(records)
+        segment.close_files()
+    assert len({r.fd for r in held}) == 1
+    fd = held[0].fd
+    for r in held:
+        r.release()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    log.close()
