@@ -128,7 +128,8 @@ class Broker:
                                        if protocol.startswith("SASL_") else None)
             # Shared by every listener: Kafka counts connections and request memory per
             # broker.
-            self.connection_quotas = connection_quotas(cfg, self._client_room)
+            self.connection_quotas = connection_quotas(
+                cfg, self._client_room, [e.listener_name for e in self.endpoints])
             self.memory_pool = memory_pool(cfg)
         except ConfigError as e:  # the listener module names the key, not the file
             raise ConfigError(f"{loaded.source}: {e}") from None
@@ -537,12 +538,17 @@ class Broker:
         await self._stopped.wait()
 
 
-def connection_quotas(cfg: BrokerConfig,
-                      client_room: Callable[[], int | None] | None = None) -> ConnectionQuotas:
+def connection_quotas(cfg: BrokerConfig, client_room: Callable[[], int | None] | None = None,
+                      listener_names: Sequence[str] = ()) -> ConnectionQuotas:
+    """``listener_names``: the broker's listeners; with more than one, the inter-broker
+    listener is protected as Kafka's (other brokers are not held back by client load)."""
     overrides = parse_overrides(cfg.max_connections_per_ip_overrides)
     if cfg.max_connections_per_ip == 0 and not overrides:
         raise ConfigError("max.connections.per.ip can be 0 only if "
                           "max.connections.per.ip.overrides is set")
+    inter_broker = (cfg.inter_broker_listener_name
+                    or cfg.security_inter_broker_protocol).upper()
+    protected = inter_broker if len(set(listener_names)) > 1 else None
     listener_limits = {
         name: (values.get("max.connections", INT_MAX),
                values.get("max.connection.creation.rate", INT_MAX))
@@ -550,7 +556,8 @@ def connection_quotas(cfg: BrokerConfig,
     return ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip,
                             resolve_overrides(overrides),
                             max_creation_rate=cfg.max_connection_creation_rate,
-                            listener_limits=listener_limits, client_room=client_room)
+                            listener_limits=listener_limits, client_room=client_room,
+                            protected_listener=protected)
 
 
 def memory_pool(cfg: BrokerConfig) -> MemoryPool:

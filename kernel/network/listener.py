@@ -261,7 +261,7 @@ class Listener:
                 self._quotas.release_slot(name)
                 raise
             address = normalize_address(str(peer[0]))
-            if not self._quotas.room_for_client():
+            if not self._quotas.room_for_client(name):
                 self._quotas.release_slot(name)
                 sock.close()
                 self._no_descriptor_room(address)
@@ -271,7 +271,12 @@ class Listener:
                 # Kafka's waitForConnectionSlot: the accepted connection waits, and so
                 # does every client behind it.
                 self._on_throttled(throttle_ms)
-                await asyncio.sleep(throttle_ms / 1000)
+                try:
+                    await asyncio.sleep(throttle_ms / 1000)
+                except BaseException:  # stopped meanwhile
+                    self._quotas.release_slot(name)
+                    sock.close()
+                    raise
             if not self._quotas.admit(address):
                 self._quotas.release_slot(name)
                 self._on_rejected("max_connections_per_ip")

@@ -134,10 +134,13 @@ class ConnectionQuotas:
                  overrides: dict[str, int], *, max_creation_rate: int = INT_MAX,
                  listener_limits: dict[str, tuple[int, int]] | None = None,
                  client_room: Callable[[], int | None] | None = None,
+                 protected_listener: str | None = None,
                  time_ms: Callable[[], int] | None = None) -> None:
         """``listener_limits``: listener name -> (max.connections, creation rate);
         ``client_room``: connections the open files limit leaves clients (None: no
-        bound)."""
+        bound); ``protected_listener``: the inter-broker listener when the broker has
+        others (Kafka's protectedListener): the broker-wide limits and the descriptor
+        room do not hold other brokers back, only its own listener limits do."""
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.overrides = overrides
@@ -148,6 +151,7 @@ class ConnectionQuotas:
         self._listeners = {name: ListenerQuota(limit, ConnectionRate(rate))
                            for name, (limit, rate) in (listener_limits or {}).items()}
         self._client_room = client_room or (lambda: None)
+        self._protected = protected_listener
         self._time_ms = time_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
 
     def _listener(self, name: str) -> ListenerQuota:
@@ -156,14 +160,16 @@ class ConnectionQuotas:
             quota = self._listeners[name] = ListenerQuota(INT_MAX, ConnectionRate(INT_MAX))
         return quota
 
-    def _slot_available(self, listener: ListenerQuota) -> bool:
-        return listener.count < listener.max_connections and self.total < self.max_connections
+    def _slot_available(self, name: str, listener: ListenerQuota) -> bool:
+        if listener.count >= listener.max_connections:
+            return False
+        return name == self._protected or self.total < self.max_connections
 
     async def acquire_slot(self, listener_name: str = "") -> None:
         """Wait until the broker is below max.connections and the listener below its
         own, then take a slot."""
         listener = self._listener(listener_name)
-        while not self._slot_available(listener):
+        while not self._slot_available(listener_name, listener):
             waiter = asyncio.get_running_loop().create_future()
             self._slot_waiters.append(waiter)
             try:
@@ -179,12 +185,14 @@ class ConnectionQuotas:
         (Kafka's recordConnectionAndGetThrottleTimeMs: the listener's, but at least the
         broker-wide one)."""
         now = self._time_ms()
-        broker = self._broker_rate.record(now)
+        broker = 0 if listener_name == self._protected else self._broker_rate.record(now)
         return max(broker, self._listener(listener_name).creation_rate.record(now))
 
-    def room_for_client(self) -> bool:
+    def room_for_client(self, listener_name: str = "") -> bool:
         """Whether the connections held (the one just accepted included) fit in what
-        the open files limit leaves clients."""
+        the open files limit leaves clients; other brokers' links are in the reserve."""
+        if listener_name == self._protected:
+            return True
         room = self._client_room()
         return room is None or self.total <= room
 

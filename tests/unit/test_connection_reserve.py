@@ -148,10 +148,38 @@ def test_per_listener_limits_are_read_with_kafka_s_names() -> None:
     assert cfg.max_connection_creation_rate == 50
     assert cfg.listener_overrides["OTHER"] == {"max.connections": 7,
                                                "max.connection.creation.rate": 3}
-    quotas = connection_quotas(cfg)
+    quotas = connection_quotas(cfg, lambda: 0, ["PLAINTEXT", "OTHER"])
     assert quotas._listeners["OTHER"].max_connections == 7
     assert quotas._listeners["OTHER"].creation_rate.quota == 3
+    # The inter-broker listener (PLAINTEXT, from security.inter.broker.protocol) is
+    # protected: other brokers get in whatever the clients hold.
+    asyncio.run(quotas.acquire_slot("OTHER"))  # one accepted, and no room for it
+    assert quotas.room_for_client("PLAINTEXT") and not quotas.room_for_client("OTHER")
+    alone = connection_quotas(cfg, lambda: 0, ["PLAINTEXT"])
+    asyncio.run(alone.acquire_slot("PLAINTEXT"))
+    assert not alone.room_for_client("PLAINTEXT")
     assert load_config(None).broker.max_connection_creation_rate == INT_MAX
+
+
+def test_the_inter_broker_listener_is_not_held_by_the_broker_wide_limits() -> None:
+    now = [0]
+    quotas = ConnectionQuotas(1, INT_MAX, {}, max_creation_rate=1,
+                              protected_listener="INTERNAL", time_ms=lambda: now[0])
+
+    async def run() -> None:
+        await quotas.acquire_slot("EXTERNAL")
+        # max.connections is reached; the inter-broker listener still gets its slots.
+        await asyncio.wait_for(quotas.acquire_slot("INTERNAL"), 1)
+        await asyncio.wait_for(quotas.acquire_slot("INTERNAL"), 1)
+        held = asyncio.ensure_future(quotas.acquire_slot("EXTERNAL"))
+        await asyncio.sleep(0.01)
+        assert not held.done()
+        held.cancel()
+
+    asyncio.run(run())
+    # Nor by the broker-wide creation rate.
+    assert max(quotas.record_connection("INTERNAL") for _ in range(20)) == 0
+    assert max(quotas.record_connection("EXTERNAL") for _ in range(20)) == 1000
 
 
 @pytest.mark.parametrize("override", [
