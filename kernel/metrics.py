@@ -281,7 +281,7 @@ class BrokerMetrics:
         self.client_connection_room = Gauge(
             "kafkernel_client_connection_room", "Client connections the open files limit "
             "(RLIMIT_NOFILE) leaves room for beside the descriptors the broker keeps for "
-            "its own work (0 when unlimited).", registry=r,
+            "its own work (-1 when unlimited).", registry=r,
         )
         # Kafka's connection-accept-throttle-time, as a count and a total.
         self.connections_throttled = Counter(

@@ -195,8 +195,7 @@ class Broker:
             listening_sockets=2 * len(self.endpoints),  # IPv4 and IPv6 at most
             log_dirs=len(cfg.log_dirs), log_workers=self.logs.num_workers,
             cleaner_threads=cfg.log_cleaner_threads if cfg.log_cleaner_enable else 0)
-        self.metrics.client_connection_room.set_function(
-            lambda: self._client_room() or 0)
+        self.metrics.client_connection_room.set_function(self._client_room_metric)
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
@@ -359,6 +358,10 @@ class Broker:
     def _other_brokers(self) -> int:
         metadata = self._metadata
         return max(len(metadata.image.brokers) - 1, 0) if metadata is not None else 0
+
+    def _client_room_metric(self) -> float:
+        room = self._client_room()
+        return -1 if room is None else room
 
     def _client_room(self) -> int | None:
         """Client connections the open files limit leaves room for now: the reserve
