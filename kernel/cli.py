@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import dataclasses
 import os
 import resource
 import signal
@@ -77,16 +78,14 @@ def _keep_freed_memory() -> None:
     mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES)
 
 
-# Linux's default fs.nr_open: the most a soft limit can be when the hard one is unlimited.
-NR_OPEN_DEFAULT = 1024 * 1024
-
-
 def _raise_open_files_limit() -> tuple[int, int, int] | None:
     """Raise the soft RLIMIT_NOFILE to the hard limit, as Kafka's start scripts expect
     an operator to: every partition keeps its active segment's files open, so a few
     hundred partitions exceed a default soft limit of 1024. Returns (old soft, new
     soft, hard) when it was raised. Only the server binary does this: it is
     process-wide."""
+    from kernel.network.descriptors import NR_OPEN_DEFAULT
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = NR_OPEN_DEFAULT if hard == resource.RLIM_INFINITY else hard
     if soft == resource.RLIM_INFINITY or soft >= target:
@@ -111,12 +110,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
+    from kernel.network.descriptors import describe_room, partitions_on_disk, serve_limit
     from kernel.server import Broker
 
     # Building the Broker loads the plugins and validates their tables and routes,
     # exactly as serve does, without binding sockets or touching data.
-    Broker(load_config(args.file, args.override))
+    broker = Broker(load_config(args.file, args.override))
     print(f"{args.file}: ok")
+    # The room serve would leave clients: under the limit it raises to, with the
+    # partitions log.dirs holds now.
+    reserve = dataclasses.replace(broker.descriptor_reserve, limit=serve_limit())
+    print(f"{args.file}: {describe_room(reserve, partitions_on_disk(broker.config.log_dirs), 0)}")
     return 0
 
 

@@ -665,7 +665,15 @@ class BrokerConfig:
     )
     max_connections: int = setting(
         "max.connections", INT_MAX, "Connections the broker holds; at the limit new ones "
-        "wait to be accepted until one closes.", check=at_least(0),
+        "wait to be accepted until one closes. listener.name.<listener>.max.connections "
+        "sets one listener's.", check=at_least(0),
+    )
+    max_connection_creation_rate: int = setting(
+        "max.connection.creation.rate", INT_MAX, "New connections per second the broker "
+        "accepts (KIP-612, measured over 11 one-second windows); above it the acceptor "
+        "holds each new connection, up to a second, before serving it or accepting the next. "
+        "listener.name.<listener>.max.connection.creation.rate sets one listener's.",
+        check=int_at_least(0),
     )
     max_connections_per_ip: int = setting(
         "max.connections.per.ip", INT_MAX, "Connections from one address; more are closed "
@@ -904,7 +912,8 @@ LISTENER_PREFIX = "listener.name."
 def _listener_overrides(
     values: Mapping[str, Any], source: str
 ) -> dict[str, dict[str, Any]]:
-    """Kafka's per-listener settings, ``listener.name.<listener>.ssl.*`` (checked as the
+    """Kafka's per-listener settings, ``listener.name.<listener>.ssl.*``,
+    ``.max.connections`` and ``.max.connection.creation.rate`` (checked as the
     setting they override) and ``listener.name.<listener>.sasl.enabled.mechanisms`` (the
     mechanisms that listener's SaslHandshake offers, for the SASL plugin). The listener
     is matched case-insensitively (Kafka's prefix is its lower-case name); the broker
@@ -923,17 +932,20 @@ def _listener_overrides(
             out.setdefault(listener.upper(), {})[sub.lower()] = raw
             continue
         key = keys.get(sub)
-        if not listener or key is None or not sub.startswith("ssl."):
+        if (not listener or key is None
+                or not (sub.startswith("ssl.") or sub in PER_LISTENER_LIMITS)):
             raise ConfigError(
                 f"{where}: unknown key; per listener (listener.name.<listener>.KEY) only "
-                "the ssl.* settings, sasl.enabled.mechanisms and "
-                "<mechanism>.sasl.jaas.config may be set"
+                "the ssl.* settings, max.connections, max.connection.creation.rate, "
+                "sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config may be set"
             )
         out.setdefault(listener.upper(), {})[sub] = coerce(key, raw, where)
     return out
 
 
 SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
+# Kafka's per-listener connection limits (ConnectionQuotas' ListenerConnectionQuota).
+PER_LISTENER_LIMITS = ("max.connections", "max.connection.creation.rate")
 SASL_JAAS_CONFIG = "sasl.jaas.config"
 
 

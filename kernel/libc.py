@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import sys
 from typing import Any
 
@@ -22,3 +23,9 @@ def libc_function(name: str, argtypes: list[Any], restype: Any = ctypes.c_int) -
     function.argtypes = argtypes
     function.restype = restype
     return function
+
+
+def out_of_descriptors(error: BaseException) -> bool:
+    """Whether ``error`` is the process (EMFILE) or the system (ENFILE) out of file
+    descriptors: a condition that passes, so the work is retried rather than failed."""
+    return isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)

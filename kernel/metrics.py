@@ -274,8 +274,23 @@ class BrokerMetrics:
         )
         self.connections_rejected = Counter(
             "kafkernel_connections_rejected", "Connections closed as soon as accepted or "
-            "read from, by reason: max_connections_per_ip, tls_on_plaintext (a TLS client "
-            "on a PLAINTEXT listener).", ["listener", "reason"], registry=r,
+            "read from, by reason: max_connections_per_ip, file_descriptors (the open files "
+            "limit leaves no room beside the broker's own work), tls_on_plaintext (a TLS "
+            "client on a PLAINTEXT listener).", ["listener", "reason"], registry=r,
+        )
+        self.client_connection_room = Gauge(
+            "kafkernel_client_connection_room", "Client connections the open files limit "
+            "(RLIMIT_NOFILE) leaves room for beside the descriptors the broker keeps for "
+            "its own work (-1 when unlimited).", registry=r,
+        )
+        # Kafka's connection-accept-throttle-time, as a count and a total.
+        self.connections_throttled = Counter(
+            "kafkernel_connections_throttled", "Accepted connections held over "
+            "max.connection.creation.rate (KIP-612).", ["listener"], registry=r,
+        )
+        self.connection_throttle_seconds = Counter(
+            "kafkernel_connection_throttle_seconds", "Time the acceptor held connections "
+            "over max.connection.creation.rate.", ["listener"], registry=r,
         )
         self.request_pool_used = Gauge(
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
@@ -349,6 +364,17 @@ class BrokerMetrics:
     def connection_rejected(self, listener: str) -> Callable[[str], None]:
         """A counter of rejected connections for one listener, by reason."""
         return lambda reason: self.connections_rejected.labels(listener, reason).inc()
+
+    def connection_throttled(self, listener: str) -> Callable[[int], None]:
+        """Counts one throttled accept of ``listener`` and its throttle time (ms)."""
+        count = self.connections_throttled.labels(listener)
+        seconds = self.connection_throttle_seconds.labels(listener)
+
+        def throttled(ms: int) -> None:
+            count.inc()
+            seconds.inc(ms / 1000)
+
+        return throttled
 
     def _topic(self, topic: str) -> tuple[Any, Any, Any, Any]:
         children = self._per_topic.get(topic)

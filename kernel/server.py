@@ -18,12 +18,13 @@ import asyncio
 import collections
 import os
 import traceback
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 from kernel import handlers
 from kernel.cluster import BrokerEndpoint, BrokerRegistration, ClusterImage, MetadataBackend
 from kernel.config import (
+    INT_MAX,
     BrokerConfig,
     ConfigError,
     LoadedConfig,
@@ -47,6 +48,7 @@ from kernel.metrics import (
     PartitionSample,
     StateSample,
 )
+from kernel.network.descriptors import DescriptorReserve, describe_room, open_files_limit
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.inter_broker import InterBrokerChannel, inter_broker_sasl
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
@@ -126,7 +128,8 @@ class Broker:
                                        if protocol.startswith("SASL_") else None)
             # Shared by every listener: Kafka counts connections and request memory per
             # broker.
-            self.connection_quotas = connection_quotas(cfg)
+            self.connection_quotas = connection_quotas(
+                cfg, self._client_room, [e.listener_name for e in self.endpoints])
             self.memory_pool = memory_pool(cfg)
         except ConfigError as e:  # the listener module names the key, not the file
             raise ConfigError(f"{loaded.source}: {e}") from None
@@ -137,6 +140,7 @@ class Broker:
                      quotas=self.connection_quotas, pool=self.memory_pool,
                      on_count=self.metrics.connections.labels(e.listener_name).set,
                      on_rejected=self.metrics.connection_rejected(e.listener_name),
+                     on_throttled=self.metrics.connection_throttled(e.listener_name),
                      on_session_opened=self.plugins.connection_opened,
                      on_session_closed=self.plugins.connection_closed,
                      tls=tls.get(e.listener_name))
@@ -184,6 +188,14 @@ class Broker:
         )
         if self.logs.cleaner is not None:
             self.metrics.watch_cleaner(self._cleaner_sample)
+        # The descriptors the broker's own work needs, from the limit it runs under
+        # (kafkernel serve has raised the soft limit to the hard one by now).
+        self.descriptor_reserve = DescriptorReserve.at_start(
+            limit=open_files_limit(),
+            listening_sockets=2 * len(self.endpoints),  # IPv4 and IPv6 at most
+            log_dirs=len(cfg.log_dirs), log_workers=self.logs.num_workers,
+            cleaner_threads=cfg.log_cleaner_threads if cfg.log_cleaner_enable else 0)
+        self.metrics.client_connection_room.set_function(self._client_room_metric)
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
@@ -337,7 +349,24 @@ class Broker:
                                          f"{lst.endpoint.host}:{lst.port}"
                                          for lst in self.listeners],
             plugins=list(self.loaded.enabled_plugins), metrics_port=self.metrics_port,
+            open_files_limit=self.descriptor_reserve.limit,
+            client_connection_room=self._client_room(),
         )
+        self.log.info(describe_room(self.descriptor_reserve, self.logs.num_logs,
+                                    self._other_brokers()))
+
+    def _other_brokers(self) -> int:
+        metadata = self._metadata
+        return max(len(metadata.image.brokers) - 1, 0) if metadata is not None else 0
+
+    def _client_room_metric(self) -> float:
+        room = self._client_room()
+        return -1 if room is None else room
+
+    def _client_room(self) -> int | None:
+        """Client connections the open files limit leaves room for now: the reserve
+        grows with the partitions hosted and the brokers linked to."""
+        return self.descriptor_reserve.client_room(self.logs.num_logs, self._other_brokers())
 
     async def stop(self) -> None:
         await self._stop(quiet=False)
@@ -512,13 +541,26 @@ class Broker:
         await self._stopped.wait()
 
 
-def connection_quotas(cfg: BrokerConfig) -> ConnectionQuotas:
+def connection_quotas(cfg: BrokerConfig, client_room: Callable[[], int | None] | None = None,
+                      listener_names: Sequence[str] = ()) -> ConnectionQuotas:
+    """``listener_names``: the broker's listeners; with more than one, the inter-broker
+    listener is protected as Kafka's (other brokers are not held back by client load)."""
     overrides = parse_overrides(cfg.max_connections_per_ip_overrides)
     if cfg.max_connections_per_ip == 0 and not overrides:
         raise ConfigError("max.connections.per.ip can be 0 only if "
                           "max.connections.per.ip.overrides is set")
+    inter_broker = (cfg.inter_broker_listener_name
+                    or cfg.security_inter_broker_protocol).upper()
+    protected = inter_broker if len(set(listener_names)) > 1 else None
+    listener_limits = {
+        name: (values.get("max.connections", INT_MAX),
+               values.get("max.connection.creation.rate", INT_MAX))
+        for name, values in cfg.listener_overrides.items()}
     return ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip,
-                            resolve_overrides(overrides))
+                            resolve_overrides(overrides),
+                            max_creation_rate=cfg.max_connection_creation_rate,
+                            listener_limits=listener_limits, client_room=client_room,
+                            protected_listener=protected)
 
 
 def memory_pool(cfg: BrokerConfig) -> MemoryPool:

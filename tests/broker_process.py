@@ -29,14 +29,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SET_OPEN_FILES_AND_EXEC = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
 class BrokerProcess:
     """``kafkernel serve`` on a free port; its log (JSON lines) goes to a file."""
 
     def __init__(self, workdir: Path, *overrides: str, coordinator_partitions: int = 1,
                  plugins: tuple[str, ...] = ("metadata_kraft", "coordinator", "txn"),
-                 data: Path | None = None, port: int | None = None) -> None:
+                 data: Path | None = None, port: int | None = None,
+                 open_files: int | None = None) -> None:
         """``data`` (default ``workdir/data``) and ``port`` (default: a free one) may be
-        given to start a broker again on what an earlier one left."""
+        given to start a broker again on what an earlier one left; ``open_files`` is
+        the broker's RLIMIT_NOFILE, soft and hard (so serve cannot raise it)."""
         self.workdir = workdir
         self.port = port or free_port()
         self.log_path = workdir / "broker.log"
@@ -53,6 +61,11 @@ class BrokerProcess:
             "offsets.topic.num.partitions" = {coordinator_partitions}
         """))
         self.args = [sys.executable, "-m", "kernel", "serve", "--config", str(config)]
+        if open_files is not None:
+            # Set in a process of its own that then becomes the broker: a preexec_fn is
+            # unsafe once the test runner has threads.
+            self.args = [sys.executable, "-c", SET_OPEN_FILES_AND_EXEC, str(open_files),
+                         *self.args]
         for o in overrides:
             self.args += ["--override", o]
         self.proc: subprocess.Popen[bytes] | None = None

@@ -81,6 +81,7 @@ KAFKA_INT_KEYS = frozenset({
     "log.index.size.max.bytes", "min.insync.replicas", "socket.request.max.bytes",
     "segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
     "fetch.max.bytes", "max.connections", "max.connections.per.ip",
+    "max.connection.creation.rate",
     "producer.id.expiration.ms", "replica.fetch.backoff.ms", "replica.fetch.max.bytes",
     "replica.fetch.min.bytes", "replica.fetch.response.max.bytes",
     "replica.fetch.wait.max.ms", "replica.socket.timeout.ms",

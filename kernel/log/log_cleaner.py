@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernel.config import BrokerConfig
+from kernel.libc import out_of_descriptors
 from kernel.log.checkpoint import fsync_dir
 from kernel.log.cleaner import (
     Cleaner,
@@ -31,6 +32,7 @@ from kernel.log.cleaner import (
 )
 from kernel.log.cleaner_manager import LogCleanerManager
 from kernel.log.segment import LogSegment
+from kernel.logging import Notices
 from kernel.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
@@ -84,10 +86,21 @@ class LogCleaner:
         self.after_swap_step: Callable[[str], None] | None = None
         self.last_clean_ms: dict[TopicPartition, int] = {}
         self.runs = 0
+        self._descriptor_notices = Notices()
 
     def _error(self, message: str, error: Exception) -> None:
-        if self._log is not None:
-            self._log.warning(message, error=str(error))
+        if self._log is None:
+            return
+        if out_of_descriptors(error):
+            # Passes as clients close: retried after the backoff, told once a period
+            # rather than once per partition and pass.
+            if self._descriptor_notices.due("cleaner"):
+                self._log.warning(
+                    f"{message}: the process is out of file descriptors (RLIMIT_NOFILE); "
+                    f"retried every {self.backoff_s:.0f} s, logged once every "
+                    f"{self._descriptor_notices.period_s:.0f} s", error=str(error))
+            return
+        self._log.warning(message, error=str(error))
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -164,6 +177,10 @@ class LogCleaner:
         except LogCleaningAbortedError:
             pass  # truncated or deleted meanwhile
         except (ValueError, OSError, KafkaError) as e:  # KafkaError: a corrupt batch
+            if out_of_descriptors(e):
+                # Not the log's fault: it is tried again on a later pass.
+                self._error(f"cleaning {tp[0]}-{tp[1]} failed", e)
+                return
             self.manager.mark_uncleanable(tp)
             self._error(f"cleaning {tp[0]}-{tp[1]} failed; it is not cleaned again", e)
         finally:

@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 
 from kernel.config import BrokerConfig
+from kernel.libc import out_of_descriptors
 from kernel.log.checkpoint import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -51,6 +52,7 @@ from kernel.log.recovery_progress import (
     RecoveryProgress,
 )
 from kernel.log.volume import volume_bytes
+from kernel.logging import Notices
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -196,6 +198,8 @@ class LogManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._periodic: list[asyncio.Task[None]] = []
+        # Work that found no free descriptor: one line per task per period, then retried.
+        self._descriptor_notices = Notices()
         self._background: set[asyncio.Task[Any]] = set()
         self._pending_flush: set[TopicPartition] = set()
         self._lso_checkpoint_pending = False
@@ -227,6 +231,16 @@ class LogManager:
     @property
     def broker_config(self) -> BrokerConfig:
         return self._broker_config
+
+    @property
+    def num_logs(self) -> int:
+        """Partitions hosted: each keeps its active segment's files open."""
+        return len(self._logs)
+
+    @property
+    def num_workers(self) -> int:
+        """Threads of the log executor (flushes, checkpoints, deletions)."""
+        return max(2, 2 * len(self.log_dirs))
 
     def config_for(self, topic: str) -> LogConfig:
         return LogConfig.from_broker(self._broker_config, self._overrides.get(topic, {}))
@@ -595,7 +609,21 @@ class LogManager:
     def _background_done(self, task: asyncio.Task[Any]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self._log.error("log background task failed", error=repr(task.exception()))
+            error = task.exception()
+            assert error is not None
+            if out_of_descriptors(error):
+                # A flush or checkpoint left undone: the periodic ones take it up again.
+                self._out_of_descriptors("background flush or checkpoint", error,
+                                         "the periodic flush and checkpoint redo it")
+                return
+            self._log.error("log background task failed", error=repr(error))
+
+    def _out_of_descriptors(self, task: str, error: BaseException, retry: str) -> None:
+        if self._descriptor_notices.due(task):
+            self._log.warning(
+                f"log task {task} could not open a file: the process is out of file "
+                f"descriptors (RLIMIT_NOFILE); {retry}; logged once every "
+                f"{self._descriptor_notices.period_s:.0f} s", error=str(error))
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in the log executor. A coroutine, so ``_spawn`` can own it: a
@@ -624,7 +652,7 @@ class LogManager:
             return
         loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(
-            max_workers=max(2, 2 * len(self.log_dirs)), thread_name_prefix="kafkernel-log"
+            max_workers=self.num_workers, thread_name_prefix="kafkernel-log"
         )
         self._loop = loop
         if not self._loaded:
@@ -650,6 +678,10 @@ class LogManager:
                 try:
                     await job()
                 except Exception as e:
+                    if out_of_descriptors(e):
+                        self._out_of_descriptors(job.__name__, e,
+                                                 f"it runs again in {interval_ms} ms")
+                        continue
                     self._log.error("periodic log task failed", task=job.__name__,
                                     error=repr(e))
 

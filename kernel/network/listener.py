@@ -112,6 +112,7 @@ class Listener:
         idle_timeout_ms: int, quotas: ConnectionQuotas, pool: MemoryPool,
         on_count: Callable[[int], None] | None = None,
         on_rejected: Callable[[str], None] | None = None,
+        on_throttled: Callable[[int], None] | None = None,
         on_session_opened: Callable[[Session], None] | None = None,
         on_session_closed: Callable[[Session], None] | None = None,
         tls: ServerTls | None = None,
@@ -144,6 +145,9 @@ class Listener:
         self.port = endpoint.port
         self._on_count = on_count or (lambda n: None)
         self._on_rejected = on_rejected or (lambda reason: None)
+        self._on_throttled = on_throttled or (lambda ms: None)
+        # Refusals for want of descriptors, failed accepts: once per period each.
+        self._notices = Notices()
         self._on_session_opened = on_session_opened
         self._on_session_closed = on_session_closed
 
@@ -163,7 +167,7 @@ class Listener:
         self.connections.discard(conn)
         self._on_count(len(self.connections))
         self._quotas.closed(conn.client_address)
-        self._quotas.release_slot()
+        self._quotas.release_slot(self.endpoint.listener_name)
         session = conn.session
         if self._on_session_closed is not None and session is not None:
             try:
@@ -232,25 +236,49 @@ class Listener:
         self._acceptors = [loop.create_task(self._accept(sock)) for sock in self._sockets]
 
     async def _accept(self, listening: socket.socket) -> None:
-        """Kafka's Acceptor: wait for a slot under max.connections, accept, then close
-        at once a connection over its address's max.connections.per.ip."""
+        """Kafka's Acceptor: wait for a slot under max.connections, accept, close at
+        once a connection the open files limit has no room for, hold the acceptor for
+        the throttle time over max.connection.creation.rate, then close at once a
+        connection over its address's max.connections.per.ip."""
         loop = asyncio.get_running_loop()
+        name = self.endpoint.listener_name
         while True:
-            await self._quotas.acquire_slot()
+            await self._quotas.acquire_slot(name)
             try:
                 sock, peer = await loop.sock_accept(listening)
             except OSError as e:
-                # Out of file descriptors, typically: the client stays in the backlog.
-                self._quotas.release_slot()
-                self._log.warning("cannot accept a connection", error=e.strerror)
+                # Out of file descriptors despite the reserve: the client stays in the
+                # backlog.
+                self._quotas.release_slot(name)
+                if self._notices.due("accept"):
+                    self._log.warning(
+                        "cannot accept a connection; retrying every "
+                        f"{ACCEPT_ERROR_BACKOFF_S * 1000:.0f} ms; logged once every "
+                        f"{self._notices.period_s:.0f} s", error=e.strerror)
                 await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
                 continue
             except BaseException:
-                self._quotas.release_slot()
+                self._quotas.release_slot(name)
                 raise
             address = normalize_address(str(peer[0]))
+            if not self._quotas.room_for_client(name):
+                self._quotas.release_slot(name)
+                sock.close()
+                self._no_descriptor_room(address)
+                continue
+            throttle_ms = self._quotas.record_connection(name)
+            if throttle_ms > 0:
+                # Kafka's waitForConnectionSlot: the accepted connection waits, and so
+                # does every client behind it.
+                self._on_throttled(throttle_ms)
+                try:
+                    await asyncio.sleep(throttle_ms / 1000)
+                except BaseException:  # stopped meanwhile
+                    self._quotas.release_slot(name)
+                    sock.close()
+                    raise
             if not self._quotas.admit(address):
-                self._quotas.release_slot()
+                self._quotas.release_slot(name)
                 self._on_rejected("max_connections_per_ip")
                 self._log.info(
                     "rejected a connection: the address already has its maximum of "
@@ -271,8 +299,19 @@ class Listener:
             except OSError:
                 # The client went away before its transport was made.
                 self._quotas.closed(address)
-                self._quotas.release_slot()
+                self._quotas.release_slot(name)
                 sock.close()
+
+    def _no_descriptor_room(self, address: str) -> None:
+        self._on_rejected("file_descriptors")
+        if self._notices.due("file_descriptors"):
+            self._log.warning(
+                "refusing new connections: the open files limit (RLIMIT_NOFILE) leaves "
+                f"room for {self._quotas.client_room()} client connections beside the "
+                "descriptors kept for the broker's own work; raise ulimit -n, or lower "
+                "max.connections; counted in kafkernel_connections_rejected_total "
+                f"(reason file_descriptors), logged once every {self._notices.period_s:.0f} s",
+                client=address, connections=self._quotas.total + 1)
 
     async def _handshake(self, sock: socket.socket, address: str,
                          context: ssl.SSLContext) -> None:
@@ -294,7 +333,7 @@ class Listener:
             if conn is None or conn.transport is None:
                 # Never opened: its connection_lost will not give the slot back.
                 self._quotas.closed(address)
-                self._quotas.release_slot()
+                self._quotas.release_slot(self.endpoint.listener_name)
             sock.close()
             if not isinstance(e, Exception):
                 raise

@@ -1,8 +1,13 @@
 """Connection limits with Kafka's names and behaviour (ConnectionQuotas in Kafka's
-SocketServer): at ``max.connections`` the listeners stop accepting until a connection
-closes (new clients wait in the kernel's backlog), and a connection from an address
-that already has ``max.connections.per.ip`` (or its entry in
-``max.connections.per.ip.overrides``) is closed as soon as it is accepted."""
+SocketServer): at ``max.connections`` (or a listener's
+``listener.name.<l>.max.connections``) the listeners stop accepting until a connection
+closes (new clients wait in the kernel's backlog); over ``max.connection.creation.rate``
+(broker-wide, or a listener's own) the acceptor holds the connection it accepted, and
+accepts nothing more, for the throttle time (KIP-612); a connection from an address that
+already has ``max.connections.per.ip`` (or its entry in
+``max.connections.per.ip.overrides``) is closed as soon as it is accepted. Beyond Kafka,
+a connection the open files limit has no room for is closed as soon as it is accepted
+(kernel/network/descriptors.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +15,10 @@ import asyncio
 import ipaddress
 import socket
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from kernel.config import ConfigError
+from kernel.config import INT_MAX, ConfigError
 
 
 def parse_overrides(items: list[str]) -> dict[str, int]:
@@ -55,21 +62,114 @@ def normalize_address(address: str) -> str:
     return str(ip)
 
 
+# Kafka's quota.window.num and quota.window.size.seconds defaults: a connection rate is
+# measured over 11 one-second samples, and one throttle lasts at most one window.
+QUOTA_WINDOW_NUM = 11
+QUOTA_WINDOW_MS = 1000
+
+
+class ConnectionRate:
+    """Kafka's Rate over a SampledStat (org.apache.kafka.common.metrics.stats): events
+    counted in ``samples`` windows of ``window_ms``, each starting at its first event;
+    the rate is their total over the time they span, which is never taken as less than
+    ``samples - 1`` whole windows (so one burst on a fresh broker is not a huge rate)."""
+
+    def __init__(self, quota: float, samples: int = QUOTA_WINDOW_NUM,
+                 window_ms: int = QUOTA_WINDOW_MS) -> None:
+        self.quota = quota
+        self._samples_max = samples
+        self._window_ms = window_ms
+        self._samples: list[list[int]] = []  # [window start ms, count], oldest first
+
+    def _purge(self, now_ms: int) -> None:
+        expire_age = self._samples_max * self._window_ms
+        self._samples = [s for s in self._samples if now_ms - s[0] < expire_age]
+
+    def _window_size_ms(self, now_ms: int) -> int:
+        oldest = self._samples[0][0] if self._samples else now_ms
+        elapsed = now_ms - oldest
+        full = elapsed // self._window_ms
+        if full < self._samples_max - 1:
+            elapsed += (self._samples_max - 1 - full) * self._window_ms
+        return max(elapsed, 1)
+
+    def rate(self, now_ms: int) -> float:
+        """Events per second."""
+        self._purge(now_ms)
+        total = sum(count for _, count in self._samples)
+        return total / (self._window_size_ms(now_ms) / 1000)
+
+    def record(self, now_ms: int) -> int:
+        """Count one event; the throttle time in ms when the rate now exceeds the quota
+        (Kafka's QuotaUtils.boundedThrottleTime: the excess over the quota, as a share
+        of it, times the measured window, at most one window), else 0."""
+        self._purge(now_ms)
+        if self._samples and now_ms < self._samples[-1][0] + self._window_ms:
+            self._samples[-1][1] += 1
+        else:
+            self._samples.append([now_ms, 1])
+            del self._samples[:-self._samples_max]
+        value = self.rate(now_ms)
+        if value <= self.quota:
+            return 0
+        throttle = (value - self.quota) / self.quota * self._window_size_ms(now_ms)
+        return min(round(throttle), self._window_ms)
+
+
+@dataclass
+class ListenerQuota:
+    """``listener.name.<l>.max.connections`` and ``.max.connection.creation.rate``."""
+
+    max_connections: int
+    creation_rate: ConnectionRate
+    count: int = 0
+    waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
+
+
 class ConnectionQuotas:
-    """Counts of open connections, broker-wide and per client address."""
+    """Counts of open connections, broker-wide, per listener and per client address;
+    the connection creation rates; the room the open files limit leaves clients."""
 
     def __init__(self, max_connections: int, max_per_ip: int,
-                 overrides: dict[str, int]) -> None:
+                 overrides: dict[str, int], *, max_creation_rate: int = INT_MAX,
+                 listener_limits: dict[str, tuple[int, int]] | None = None,
+                 client_room: Callable[[], int | None] | None = None,
+                 protected_listener: str | None = None,
+                 time_ms: Callable[[], int] | None = None) -> None:
+        """``listener_limits``: listener name -> (max.connections, creation rate);
+        ``client_room``: connections the open files limit leaves clients (None: no
+        bound); ``protected_listener``: the inter-broker listener when the broker has
+        others (Kafka's protectedListener): the broker-wide limits and the descriptor
+        room do not hold other brokers back, only its own listener limits do."""
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.overrides = overrides
         self.total = 0
         self._per_ip: dict[str, int] = {}
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._broker_rate = ConnectionRate(max_creation_rate)
+        self._listeners = {name: ListenerQuota(limit, ConnectionRate(rate))
+                           for name, (limit, rate) in (listener_limits or {}).items()}
+        self._client_room = client_room or (lambda: None)
+        self._protected = protected_listener
+        self._time_ms = time_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
 
-    async def acquire_slot(self) -> None:
-        """Wait until the broker is below max.connections, then take a slot."""
-        while self.total >= self.max_connections:
+    def _listener(self, name: str) -> ListenerQuota:
+        quota = self._listeners.get(name)
+        if quota is None:
+            quota = self._listeners[name] = ListenerQuota(INT_MAX, ConnectionRate(INT_MAX))
+        return quota
+
+    def _slot_available(self, name: str, listener: ListenerQuota) -> bool:
+        if listener.count >= listener.max_connections:
+            return False
+        return name == self._protected or self.total < self.max_connections
+
+    async def acquire_slot(self, listener_name: str = "") -> None:
+        """Wait until the broker is below max.connections and the listener below its
+        own, then take a slot."""
+        listener = self._listener(listener_name)
+        while not self._slot_available(listener_name, listener):
             waiter = asyncio.get_running_loop().create_future()
             self._slot_waiters.append(waiter)
             try:
@@ -78,14 +178,35 @@ class ConnectionQuotas:
                 if waiter in self._slot_waiters:
                     self._slot_waiters.remove(waiter)
         self.total += 1
+        listener.count += 1
 
-    def release_slot(self) -> None:
+    def record_connection(self, listener_name: str = "") -> int:
+        """Count an accepted connection in the creation rates; the throttle time in ms
+        (Kafka's recordConnectionAndGetThrottleTimeMs: the listener's, but at least the
+        broker-wide one)."""
+        now = self._time_ms()
+        broker = 0 if listener_name == self._protected else self._broker_rate.record(now)
+        return max(broker, self._listener(listener_name).creation_rate.record(now))
+
+    def room_for_client(self, listener_name: str = "") -> bool:
+        """Whether the connections held (the one just accepted included) fit in what
+        the open files limit leaves clients; other brokers' links are in the reserve."""
+        if listener_name == self._protected:
+            return True
+        room = self._client_room()
+        return room is None or self.total <= room
+
+    def client_room(self) -> int | None:
+        return self._client_room()
+
+    def release_slot(self, listener_name: str = "") -> None:
         self.total -= 1
+        self._listener(listener_name).count -= 1
+        # Every waiter checks again: the freed slot may be on another's listener.
         while self._slot_waiters:
             waiter = self._slot_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                break
 
     def limit_for(self, address: str) -> int:
         return self.overrides.get(address, self.max_per_ip)

@@ -3,6 +3,7 @@ and bad plugin configurations stop startup with one clear line."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -154,6 +155,12 @@ def test_config_check_cli(tmp_path: Path) -> None:
     good.write_text('broker.id = 3\nlog.dirs = "data"\n[plugins]\nenabled = ["metadata_kraft"]\n')
     result = _cli("config", "check", str(good))
     assert result.returncode == 0, result.stderr
+    # The room the open files limit leaves clients, under the limit serve runs with.
+    ok, room = result.stdout.splitlines()
+    assert ok == f"{good}: ok"
+    assert re.fullmatch(rf"{re.escape(str(good))}: the open files limit \(RLIMIT_NOFILE "
+                        r"\d+\) leaves room for \d+ client connections .*\(0 partitions.*",
+                        room), room
     bad = tmp_path / "bad.toml"
     bad.write_text('num.partitions = "many"\n[plugins]\nenabled = ["metadata_kraft"]\n')
     result = _cli("config", "check", str(bad))
