@@ -275,7 +275,9 @@ class BrokerMetrics:
         self.connections_rejected = Counter(
             "kafkernel_connections_rejected", "Connections closed as soon as accepted or "
             "read from, by reason: max_connections_per_ip, tls_on_plaintext (a TLS client "
-            "on a PLAINTEXT listener).", ["listener", "reason"], registry=r,
+            "on a PLAINTEXT listener), tls_handshake_failed; before SASL authentication: "
+            "sasl_max_receive_size, preauth_memory, authentication_timeout.",
+            ["listener", "reason"], registry=r,
         )
         self.request_pool_used = Gauge(
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
