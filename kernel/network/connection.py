@@ -353,6 +353,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def evict_unauthenticated(self, share: int) -> None:
         """The pre-authentication pool is full and this connection holds most of it."""
+        if self.session is not None and self.session.authenticated:
+            self._left_preauth()  # authenticated since its last read: not a suspect
+            return
         self._refuse(f"it holds {self.buffered_bytes} bytes, the most of any "
                      f"unauthenticated connection, and together they exceed their share "
                      f"of request memory ({share} bytes)", "preauth_memory",
