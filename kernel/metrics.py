@@ -283,6 +283,11 @@ class BrokerMetrics:
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
             "handled, across connections (bounded by queued.max.request.bytes).", registry=r,
         )
+        self.preauth_pool_used = Gauge(
+            "kafkernel_preauth_pool_used_bytes", "Request bytes held by connections that "
+            "have not authenticated (SASL listeners), bounded by their own share.",
+            registry=r,
+        )
         # Kafka's expired-connections-killed-count (KIP-368).
         self.expired_connections_killed = Counter(
             "kafkernel_expired_connections_killed",

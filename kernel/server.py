@@ -133,6 +133,7 @@ class Broker:
         except ConfigError as e:  # the listener module names the key, not the file
             raise ConfigError(f"{loaded.source}: {e}") from None
         self.metrics.request_pool_used.set_function(lambda: self.memory_pool.used)
+        self.metrics.preauth_pool_used.set_function(lambda: self.preauth_pool.used)
         self.listeners = [
             Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
                      idle_timeout_ms=cfg.connections_max_idle_ms,

@@ -30,6 +30,7 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as HandshakeV1
 
+from kernel.testing.embedded import EmbeddedBroker
 from tests.broker_process import BrokerProcess
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 
@@ -331,3 +332,41 @@ def _plain_client_stays(broker: BrokerProcess) -> bool:
             return False
         time.sleep(1)
     return True
+
+
+def test_unauthenticated_bytes_stay_out_of_the_request_pool_and_come_back(
+    broker_factory: Callable[..., EmbeddedBroker],
+) -> None:
+    """Partial frames of connections that have not logged in count against their own
+    share, not queued.max.request.bytes, and every byte comes back when they close.
+    Before the fix they took the broker's request pool."""
+    b = broker_factory({"listeners": ["SASL_PLAINTEXT://127.0.0.1:0"],
+                        "inter.broker.listener.name": "SASL_PLAINTEXT"},
+                       plugins=["metadata_kraft", "coordinator", "txn", "auth_sasl"],
+                       plugin_settings={"auth_sasl": {
+                           "plain.users": [f"{ADMIN}:{ADMIN_PASSWORD}"]}})
+    assert b.broker is not None
+    pool = b.broker.memory_pool
+    socks = [connect(b.bootstrap) for _ in range(10)]
+    try:
+        for sock in socks:
+            assert _ask(sock, HandshakeV1(mechanism="PLAIN")).error_code == 0
+            sock.sendall(_authenticate_head(400 * 1024) + bytes(100 * 1024))
+        time.sleep(1)  # the broker reads what was sent
+        assert pool.used == 0
+        assert b.broker.preauth_pool.used >= 10 * 100 * 1024
+    finally:
+        for sock in socks:
+            sock.close()
+    deadline = time.monotonic() + 10
+    while b.broker.preauth_pool.used and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b.broker.preauth_pool.used == 0
+    # After a login requests are served, and neither pool keeps a byte.
+    with connect(b.bootstrap) as sock:
+        assert _ask(sock, HandshakeV1(mechanism="PLAIN")).error_code == 0
+        answer = _ask(sock, SaslAuthenticateRequest(
+            auth_bytes=f"\0{ADMIN}\0{ADMIN_PASSWORD}".encode()))
+        assert answer.error_code == 0
+        assert _ask(sock, HandshakeV1(mechanism="PLAIN")).error_code != 0  # served
+    assert b.broker.preauth_pool.used == 0 and pool.used == 0
