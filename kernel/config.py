@@ -657,6 +657,13 @@ class BrokerConfig:
         "leaves only a credential's own expiry (an OAUTHBEARER token's exp).",
         check=int_at_least(0),
     )
+    sasl_server_max_receive_size: int = setting(
+        "sasl.server.max.receive.size", 524288,
+        "Largest frame a SASL listener reads before the connection has authenticated; a "
+        "larger size prefix closes the connection before its bytes are read. -1 is "
+        "unbounded (socket.request.max.bytes still applies).",
+        check=int_at_least(-INT_MAX - 1),
+    )
     queued_max_request_bytes: int = setting(
         "queued.max.request.bytes", 268435456, "Request bytes held across all connections "
         "(arrived, not yet handled) before reads stop; -1 is unbounded, as Kafka's "

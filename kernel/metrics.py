@@ -276,7 +276,9 @@ class BrokerMetrics:
             "kafkernel_connections_rejected", "Connections closed as soon as accepted or "
             "read from, by reason: max_connections_per_ip, file_descriptors (the open files "
             "limit leaves no room beside the broker's own work), tls_on_plaintext (a TLS "
-            "client on a PLAINTEXT listener).", ["listener", "reason"], registry=r,
+            "client on a PLAINTEXT listener), tls_handshake_failed; before SASL "
+            "authentication: sasl_max_receive_size, preauth_memory, authentication_timeout.",
+            ["listener", "reason"], registry=r,
         )
         self.client_connection_room = Gauge(
             "kafkernel_client_connection_room", "Client connections the open files limit "
@@ -295,6 +297,11 @@ class BrokerMetrics:
         self.request_pool_used = Gauge(
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
             "handled, across connections (bounded by queued.max.request.bytes).", registry=r,
+        )
+        self.preauth_pool_used = Gauge(
+            "kafkernel_preauth_pool_used_bytes", "Request bytes held by connections that "
+            "have not authenticated (SASL listeners), bounded by their own share.",
+            registry=r,
         )
         # Kafka's expired-connections-killed-count (KIP-368).
         self.expired_connections_killed = Counter(

@@ -52,7 +52,7 @@ from kernel.network.descriptors import DescriptorReserve, describe_room, open_fi
 from kernel.network.dispatch import RequestDispatcher
 from kernel.network.inter_broker import InterBrokerChannel, inter_broker_sasl
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
-from kernel.network.memory_pool import MemoryPool
+from kernel.network.memory_pool import MemoryPool, PreAuthPool, preauth_share
 from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
 from kernel.network.tls import TLS_PROTOCOLS, inter_broker_client_tls, server_tls
 from kernel.plugins import KERNEL_PLUGIN, PluginFacade
@@ -131,9 +131,12 @@ class Broker:
             self.connection_quotas = connection_quotas(
                 cfg, self._client_room, [e.listener_name for e in self.endpoints])
             self.memory_pool = memory_pool(cfg)
+            self.preauth_pool = PreAuthPool(preauth_share(cfg.queued_max_request_bytes,
+                                                          cfg.sasl_server_max_receive_size))
         except ConfigError as e:  # the listener module names the key, not the file
             raise ConfigError(f"{loaded.source}: {e}") from None
         self.metrics.request_pool_used.set_function(lambda: self.memory_pool.used)
+        self.metrics.preauth_pool_used.set_function(lambda: self.preauth_pool.used)
         self.listeners = [
             Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
                      idle_timeout_ms=cfg.connections_max_idle_ms,
@@ -143,7 +146,8 @@ class Broker:
                      on_throttled=self.metrics.connection_throttled(e.listener_name),
                      on_session_opened=self.plugins.connection_opened,
                      on_session_closed=self.plugins.connection_closed,
-                     tls=tls.get(e.listener_name))
+                     tls=tls.get(e.listener_name), preauth_pool=self.preauth_pool,
+                     sasl_max_receive_size=cfg.sasl_server_max_receive_size)
             for e in self.endpoints
         ]
         # What SaslHandshake offers per listener; a SASL listener needs at least one.

@@ -86,7 +86,7 @@ KAFKA_INT_KEYS = frozenset({
     "replica.fetch.min.bytes", "replica.fetch.response.max.bytes",
     "replica.fetch.wait.max.ms", "replica.socket.timeout.ms",
     "max.incremental.fetch.session.cache.slots", "min.incremental.fetch.session.eviction.ms",
-    "log.cleaner.threads", "log.cleaner.io.buffer.size",
+    "log.cleaner.threads", "log.cleaner.io.buffer.size", "sasl.server.max.receive.size",
 })
 # Keys Kafka declares as STRING that the settings schema reads as a list.
 KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map",

@@ -19,6 +19,11 @@ client has read it, as Kafka mutes a channel until its response is sent. A fetch
 answer's records are sent from the segment files as the socket drains
 (kernel/network/response_sender.py), so a client that stops reading costs the broker
 the answer's headers, not its records.
+
+Until a SASL listener's connection has authenticated (PreAuth), Kafka's
+sasl.server.max.receive.size bounds its frames: a larger size prefix closes it before
+any byte of the frame is read. Its bytes count against the separate pre-authentication
+pool, and it must authenticate within connections.max.idle.ms of opening.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernel.network.memory_pool import MemoryPool
+from kernel.logging import Notices
+from kernel.network.memory_pool import MemoryPool, PreAuthPool
 from kernel.network.response_sender import (
     PLAINTEXT_WRITE_HIGH_WATER,
     TLS_WRITE_HIGH_WATER,
@@ -93,6 +100,21 @@ class ReceiveBuffer:
         self.view = memoryview(self.buf)
 
 
+@dataclass(frozen=True, slots=True)
+class PreAuth:
+    """A SASL listener's limits on connections that have not authenticated."""
+
+    max_receive_size: int  # sasl.server.max.receive.size; -1: unbounded
+    pool: PreAuthPool
+    deadline_s: float  # connections.max.idle.ms: to authenticate from opening
+    notices: Notices  # a client can cause each refusal at will: once per address
+    on_rejected: Callable[[str], None]
+
+    def too_large(self, size: int) -> bool:
+        # Kafka's NetworkReceive: -1 (UNLIMITED) is the only unbounded value.
+        return self.max_receive_size != -1 and size > self.max_receive_size
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
@@ -109,6 +131,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_close: Callable[[KafkaConnection], None],
         on_tls: Callable[[KafkaConnection], None],
         principal_of: Callable[[Any], str] | None = None,
+        preauth: PreAuth | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._listener_name = listener_name
@@ -116,7 +139,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_request_size = max_request_size
         self._idle_timeout_s = idle_timeout_s
         self._receive = receive
-        self._pool = pool
+        self._pool: MemoryPool | PreAuthPool = pool
+        self._authenticated_pool = pool
+        # Set while a SASL connection has not authenticated; None from then on.
+        self._preauth = preauth
+        self._auth_timer: asyncio.TimerHandle | None = None
         self._on_open = on_open
         self._on_close = on_close
         self._on_tls = on_tls
@@ -180,6 +207,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     transport.close()
                     return
             session.authenticate(principal)
+        if self._preauth is not None:
+            if session.authenticated:
+                self._preauth = None
+            else:
+                self._pool = self._preauth.pool
+                self._preauth.pool.join(self)
+                self._auth_timer = asyncio.get_running_loop().call_later(
+                    self._preauth.deadline_s, self._check_authenticated)
         self._arm_idle_timer()
         self._on_open(self)
 
@@ -187,17 +222,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         if self._in_flight is not None and not self._in_flight.done():
             self._in_flight.cancel()
         if self._sending is not None:
             self._sending.release()
             self._sending = None
+        self._drop_buffered()
+        self._on_close(self)
+
+    def _drop_buffered(self) -> None:
+        """Give back every request byte this connection holds: it is closing."""
         self._queue.clear()
         self._pool.forget(self)
         self._pool.release(self._queued_bytes + self._filled)
         self._queued_bytes = self._filled = 0
         self._frame = None
-        self._on_close(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
@@ -212,6 +253,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = time.monotonic()
+        if self._preauth is not None and self.session is not None and self.session.authenticated:
+            self._left_preauth()
         if self._frame is not None:
             self._filled += nbytes
             self._pool.allocate(nbytes)
@@ -267,6 +310,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close()
                 return
             (size,) = _SIZE.unpack_from(view, start)
+            if self._preauth is not None and self._preauth.too_large(size):
+                self._refuse_preauth(size)
+                return
             if size < 0 or size > self._max_request_size:
                 raise InvalidRequest(
                     f"request size {size} is outside 0..{self._max_request_size} "
@@ -295,6 +341,65 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def partial_bytes(self) -> int:
         return self._filled
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._queued_bytes + self._filled
+
+    # -- before authentication (SASL listeners) ------------------------------
+
+    def _left_preauth(self) -> None:
+        """The session authenticated: its frames are bounded by socket.request.max.bytes
+        and its bytes move to the broker's pool (queued.max.request.bytes)."""
+        held = self.buffered_bytes
+        self._pool.forget(self)
+        self._pool.release(held)
+        self._pool = self._authenticated_pool
+        self._pool.allocate(held)
+        self._preauth = None
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
+    def _refuse(self, what: str, reason: str, detail: str) -> None:
+        """Closes a connection that has not authenticated, one warning per address and
+        reason per period: the client can repeat it at will."""
+        preauth = self._preauth
+        assert preauth is not None
+        preauth.on_rejected(reason)
+        if preauth.notices.due(f"{self.client_address} {reason}"):
+            self.log.warning(f"closing a connection before authentication: {what}; logged "
+                             f"once per address every {preauth.notices.period_s:.0f} s",
+                             client=self.client_address, reason=detail)
+        self._drop_buffered()
+        self.close()
+
+    def _refuse_preauth(self, size: int) -> None:
+        # Kafka: SaslServerAuthenticator's NetworkReceive throws InvalidReceiveException
+        # on the size prefix, and the channel is closed without an answer.
+        assert self._preauth is not None
+        self._refuse(f"its frame of {size} bytes exceeds sasl.server.max.receive.size "
+                     f"({self._preauth.max_receive_size})", "sasl_max_receive_size",
+                     "invalid receive size")
+
+    def evict_unauthenticated(self, share: int) -> None:
+        """The pre-authentication pool is full and this connection holds most of it."""
+        if self.session is not None and self.session.authenticated:
+            self._left_preauth()  # authenticated since its last read: not a suspect
+            return
+        self._refuse(f"it holds {self.buffered_bytes} bytes, the most of any "
+                     f"unauthenticated connection, and together they exceed their share "
+                     f"of request memory ({share} bytes)", "preauth_memory",
+                     "pre-authentication memory")
+
+    def _check_authenticated(self) -> None:
+        self._auth_timer = None
+        session = self.session
+        if self._closed or self._preauth is None or session is None or session.authenticated:
+            return
+        self._refuse(f"it did not authenticate within connections.max.idle.ms "
+                     f"({self._preauth.deadline_s * 1000:.0f} ms) of opening",
+                     "authentication_timeout", "authentication timeout")
 
     def _enqueue(self, frame: bytes | memoryview) -> None:
         self._queue.append(frame)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from kernel.config import BrokerConfig, ConfigError
 from kernel.logging import Notices
-from kernel.network.connection import KafkaConnection, ReceiveBuffer
-from kernel.network.memory_pool import MemoryPool
+from kernel.network.connection import KafkaConnection, PreAuth, ReceiveBuffer
+from kernel.network.memory_pool import MemoryPool, PreAuthPool
 from kernel.network.quotas import ConnectionQuotas, normalize_address
 from kernel.network.tls import TLS_PROTOCOLS, ServerTls
 
@@ -116,6 +116,8 @@ class Listener:
         on_session_opened: Callable[[Session], None] | None = None,
         on_session_closed: Callable[[Session], None] | None = None,
         tls: ServerTls | None = None,
+        preauth_pool: PreAuthPool | None = None,
+        sasl_max_receive_size: int = 524288,
     ) -> None:
         if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
@@ -150,6 +152,11 @@ class Listener:
         self._notices = Notices()
         self._on_session_opened = on_session_opened
         self._on_session_closed = on_session_closed
+        # SASL listeners: what a connection may do before it has authenticated.
+        self._preauth = (PreAuth(sasl_max_receive_size, preauth_pool, self._idle_timeout_s,
+                                 Notices(), self._on_rejected)
+                         if preauth_pool is not None
+                         and endpoint.security_protocol.startswith("SASL_") else None)
 
     def _opened(self, conn: KafkaConnection) -> None:
         self.connections.add(conn)
@@ -200,6 +207,7 @@ class Listener:
             on_close=self._closed,
             on_tls=self._tls_client,
             principal_of=self._tls.principal_of if self._tls is not None else None,
+            preauth=self._preauth,
         )
 
     async def bind(self) -> int:

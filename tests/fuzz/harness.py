@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import uuid
 from collections import deque
 
@@ -34,15 +35,21 @@ class Fuzzer:
         self._recent: deque[bytes] = deque(maxlen=8)
         self.topic_id = uuid.UUID(int=0)  # of the topic the produce inputs go to
 
-    def send(self, data: bytes, port: int | None = None) -> None:
+    def send(self, data: bytes, port: int | None = None, pieces: int = 1,
+             pause_s: float = 0.0) -> None:
         """One input on a new connection (to the broker's port, or ``port`` of another of
-        its listeners); waits briefly for an answer or a close."""
+        its listeners), in ``pieces`` writes ``pause_s`` apart (a trickling client);
+        waits briefly for an answer or a close."""
         self._recent.append(data)
         self.sent += 1
         try:
             with socket.create_connection(("127.0.0.1", port or self.broker.port),
                                           timeout=5) as sock:
-                sock.sendall(data)
+                step = -(-len(data) // max(pieces, 1)) or 1
+                for at in range(0, len(data), step):
+                    if at and pause_s:
+                        time.sleep(pause_s)
+                    sock.sendall(data[at:at + step])
                 sock.settimeout(ANSWER_WAIT_S)
                 try:
                     got = sock.recv(65536)

@@ -1,9 +1,11 @@
 """The fuzzer on a broker's security listeners (run with the suite for a bounded number
 of inputs, as test_fuzz_broker.py): mutated SASL exchanges (SaslHandshake v0/v1, then a
 mutated SaslAuthenticate or raw token, for PLAIN and SCRAM) on a SASL_PLAINTEXT
-listener, and mutated or truncated TLS ClientHellos, and plaintext Kafka frames, on SSL
-and SASL_SSL listeners. The oracle is the Fuzzer's: the broker never dies, never logs an
-error, keeps answering new connections, and its RSS stays bounded."""
+listener; pre-authentication frames there (size prefixes over
+sasl.server.max.receive.size, frames trickled in pieces, garbage after a handshake); and
+mutated or truncated TLS ClientHellos, and plaintext Kafka frames, on SSL and SASL_SSL
+listeners. The oracle is the Fuzzer's: the broker never dies, never logs an error, keeps
+answering new connections, and its RSS stays bounded."""
 
 from __future__ import annotations
 
@@ -115,6 +117,38 @@ def test_mutated_sasl_exchanges_on_a_sasl_listener(fuzzer: Fuzzer) -> None:
         else:  # a mutated handshake, then whatever follows
             data = mutate(encode_request(HandshakeV1(mechanism=mechanism)), rng) + token
         fuzzer.send(data)
+
+    one()
+
+
+SASL_MAX_RECEIVE_SIZE = 524288  # sasl.server.max.receive.size's default
+
+
+def test_pre_authentication_frames_on_a_sasl_listener(fuzzer: Fuzzer) -> None:
+    @fuzz_settings(60)
+    @given(st.sampled_from(MECHANISMS), st.integers(0, 3), st.randoms(use_true_random=False))
+    def one(mechanism: str, form: int, rng: random.Random) -> None:
+        v1, v0 = (encode_request(HandshakeV1(mechanism=mechanism)),
+                  encode_request(HandshakeV0(mechanism=mechanism)))
+        token = FIRST_MESSAGES[mechanism]
+        if form == 0:  # a size prefix over the limit, then some of what it claims
+            claim = rng.choice((SASL_MAX_RECEIVE_SIZE + 1, 10 << 20, 100_000_000, 2**31 - 1))
+            body = encode_request(SaslAuthenticateRequest(auth_bytes=token))[4:]
+            data = (rng.choice((v0, v1)) + struct.pack(">i", claim) + body
+                    + bytes(rng.randint(0, 64 * 1024)))
+            fuzzer.send(data)
+        elif form == 1:  # a whole exchange trickled in small pieces
+            data = v1 + encode_request(SaslAuthenticateRequest(auth_bytes=token))
+            fuzzer.send(data, pieces=rng.randint(2, 8), pause_s=0.02)
+        elif form == 2:  # a frame under the limit, trickled and never finished
+            size = rng.randint(1024, SASL_MAX_RECEIVE_SIZE)
+            data = v1 + struct.pack(">i", size) + rng.randbytes(rng.randint(0, 4096))
+            fuzzer.send(data, pieces=rng.randint(2, 6), pause_s=0.02)
+        else:  # garbage after a handshake, framed or not
+            garbage = rng.randbytes(rng.randint(1, 2048))
+            if rng.random() < 0.5:
+                garbage = struct.pack(">i", len(garbage)) + garbage
+            fuzzer.send(rng.choice((v0, v1)) + garbage)
 
     one()
 

@@ -6,8 +6,10 @@ messages, whether the broker closed the connection. Both answers must be equal."
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -122,6 +124,44 @@ def sasl_authenticate_without_a_handshake_closes(b: str) -> Any:
     with Conversation(b) as c:
         answer = c.ask(body(36, 2, auth_bytes=b"\0alice\0alice-secret"))
         return error_of(answer) if answer is not CLOSED else CLOSED
+
+
+# sasl.server.max.receive.size's default: the largest frame read before authentication.
+SASL_MAX_RECEIVE_SIZE = 524288
+
+
+def _authenticate_frame(size: int) -> bytes:
+    """A SaslAuthenticate v2 frame of ``size`` bytes (after its prefix): PLAIN for alice
+    with a password that pads it."""
+    pad = size
+    while True:
+        frame = encode_request(body(36, 2, auth_bytes=b"\0alice\0" + b"p" * pad),
+                               correlation_id=11)
+        over = len(frame) - 4 - size
+        if over == 0:
+            return frame
+        pad -= over
+
+
+def frames_over_sasl_server_max_receive_size_close_before_they_are_read(b: str) -> Any:
+    """At the limit a PLAIN token is read and refused; one byte over, after a v1 or a v0
+    handshake, or a claim of 100 MB with only its start sent, the connection is closed
+    unanswered."""
+    seen = []
+    with Conversation(b) as c:
+        c.ask(body(17, 1, mechanism="PLAIN"))
+        c.sock.sendall(_authenticate_frame(SASL_MAX_RECEIVE_SIZE))
+        frame = recv_frame(c.sock)
+        seen.append(None if frame is None else error_of(decode_response(frame, 36, 2)[1]))
+    for version, data in ((1, _authenticate_frame(SASL_MAX_RECEIVE_SIZE + 1)),
+                          (1, struct.pack(">i", 100_000_000) + bytes(64 * 1024)),
+                          (0, struct.pack(">i", SASL_MAX_RECEIVE_SIZE + 1) + bytes(1024))):
+        with Conversation(b) as c:
+            c.ask(body(17, version, mechanism="PLAIN"))
+            with contextlib.suppress(OSError):
+                c.sock.sendall(data)
+            seen.append(c.closed_now())
+    return seen
 
 
 def a_second_handshake_after_login_is_illegal_sasl_state(b: str) -> Any:
@@ -390,6 +430,7 @@ CASES: list[Any] = [
     garbage_in_sasl_authenticate,
     a_kafka_request_before_authentication_closes,
     sasl_authenticate_without_a_handshake_closes,
+    frames_over_sasl_server_max_receive_size_close_before_they_are_read,
     a_second_handshake_after_login_is_illegal_sasl_state,
     scram_credentials_are_checked_as_kafka_checks_them,
     scram_credentials_are_described,

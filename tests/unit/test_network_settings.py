@@ -9,6 +9,7 @@ import re
 import pytest
 
 from kernel.config import ConfigError, load_config
+from kernel.network.memory_pool import preauth_share
 from kernel.network.quotas import ConnectionQuotas, normalize_address, parse_overrides
 from kernel.server import connection_quotas, memory_pool
 
@@ -72,3 +73,23 @@ def test_overrides_in_kafka_format() -> None:
     quotas.closed("127.0.0.1")
     assert quotas.count("127.0.0.1") == 1
     assert normalize_address("::ffff:127.0.0.1") == "127.0.0.1"
+
+
+def test_sasl_server_max_receive_size_is_kafkas() -> None:
+    """Kafka's INT with no range: 524288 by default, -1 unbounded (NetworkReceive's
+    UNLIMITED); a value that is not a 32-bit int is refused."""
+    assert load_config(None).broker.sasl_server_max_receive_size == 524288
+    assert load_config(None, ["sasl.server.max.receive.size=-1"]).broker \
+        .sasl_server_max_receive_size == -1
+    with pytest.raises(ConfigError, match=re.escape("a value <= 2147483647")):
+        load_config(None, ["sasl.server.max.receive.size=2147483648"])
+
+
+def test_the_pre_authentication_share() -> None:
+    """1/16 of queued.max.request.bytes (16 MiB when unbounded), at least two frames of
+    sasl.server.max.receive.size."""
+    mib = 1024 * 1024
+    assert preauth_share(256 * mib, 524288) == 16 * mib
+    assert preauth_share(-1, 524288) == 16 * mib
+    assert preauth_share(100 * mib, 10 * mib) == 20 * mib
+    assert preauth_share(100 * mib, -1) == 100 * mib // 16
