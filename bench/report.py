@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,6 +106,29 @@ def _cpu_pct(m: Measurement | None) -> str:
     if r is None or r.broker_cpu_s is None or r.seconds <= 0:
         return "n/a"
     return f"{100 * r.broker_cpu_s / r.seconds:.0f}%"
+
+
+def _cpu_s_per_gb(m: Measurement | None) -> float | None:
+    """The broker's CPU seconds per GB (10^9 bytes) of record values, median over runs."""
+    if m is None:
+        return None
+    values = [r.broker_cpu_s / (r.bytes / 1e9) for r in m.runs
+              if r.broker_cpu_s is not None and r.bytes > 0]
+    return statistics.median(values) if values else None
+
+
+def _cpu_per_gb_rows(report: Report, brokers: list[str], refs: list[str]) -> list[str]:
+    out = ["", "Broker CPU seconds per GB of record values (median of the runs; /kafka, "
+               "/baseline: kafkernel's over that broker's, lower is better)"]
+    head = (f"{'workload':<40}" + "".join(f" | {n:>10}" for n in brokers)
+            + "".join(f" | {'/' + r:>9}" for r in refs))
+    out += [head, "-" * len(head)]
+    for w in report.workloads:
+        values = {name: _cpu_s_per_gb(_result(report, name, w)) for name in brokers}
+        out.append(f"{w.label:<40}" + "".join(f" | {_num(values[n], 2):>10}" for n in brokers)
+                   + "".join(f" | {_ratio(ratio(values.get('kafkernel'), values[r])):>9}"
+                             for r in refs))
+    return out
 
 
 def header_lines(meta: dict[str, Any]) -> list[str]:
@@ -239,6 +263,7 @@ def render(report: Report) -> str:
                    "over enough partitions that the mock,")
         out.append("which keeps at most 5 MiB per partition, still holds them all.")
     out += notes
+    out += _cpu_per_gb_rows(report, brokers, refs)
 
     if report.latency_planned:
         out += _latency_rows(report)
