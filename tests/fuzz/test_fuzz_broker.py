@@ -7,17 +7,25 @@ connections, and its RSS stays bounded."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import os
 import random
+import socket
+import struct
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import confluent_kafka
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 
+from kernel.protocol.build import make, request_module
 from tests.broker_process import BrokerProcess
 from tests.fuzz.harness import Fuzzer
 from tests.fuzz.inputs import (
@@ -110,6 +118,61 @@ def test_record_batches_of_every_codec(
         fuzzer.send(frame)
 
     one()
+
+
+def _fetch_frame(version: int, topic_id: uuid.UUID, offset: int, max_bytes: int,
+                 correlation_id: int) -> bytes:
+    m = request_module(1, version)
+    return encode_request(make(
+        m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(milliseconds=10),
+        min_bytes=1, max_bytes=max_bytes, isolation_level=correlation_id % 2, session_id=0,
+        session_epoch=-1, forgotten_topics_data=(), rack_id="", topics=(make(
+            m.FetchTopic, topic=TOPIC, topic_id=topic_id, partitions=(make(
+                m.FetchPartition, partition=0, fetch_offset=offset, current_leader_epoch=-1,
+                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=max_bytes),
+            )),)), correlation_id=correlation_id)
+
+
+def test_fetch_answers_read_in_part_then_dropped(
+    fuzzer: Fuzzer, served: dict[int, tuple[int, int]]
+) -> None:
+    """Answers sent from the segment files (sendfile) to clients that read a part of
+    them and go, politely or with a reset: the broker lets go of every file slice."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": fuzzer.broker.bootstrap,
+                                         "linger.ms": 20, "batch.size": 500_000})
+    for i in range(6_000):
+        producer.produce(TOPIC, b"%06d" % i + b"f" * 994, partition=0)
+    assert producer.flush(30) == 0
+    files_before = fuzzer.broker.open_files()
+    low, high = served[1]
+
+    @fuzz_settings(60)
+    @given(st.integers(low, high), st.integers(-5, 6_100), st.sampled_from(
+        [1, 40_000, 1 << 20, 8 << 20]), st.integers(1, 4), st.integers(0, 300_000),
+        st.booleans())
+    def one(version: int, offset: int, max_bytes: int, pipelined: int, read: int,
+            reset: bool) -> None:
+        frames = b"".join(_fetch_frame(version, fuzzer.topic_id, offset, max_bytes, c)
+                          for c in range(pipelined))
+        with socket.create_connection(("127.0.0.1", fuzzer.broker.port), timeout=5) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(frames)
+            got = 0
+            sock.settimeout(0.2)
+            with contextlib.suppress(TimeoutError):
+                while got < read and (chunk := sock.recv(min(65536, read - got))):
+                    got += len(chunk)
+            if reset:  # an RST, not a FIN: the broker's next send fails
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        fuzzer.sent += 1
+        fuzzer.check(full=fuzzer.sent % 10 == 0)
+
+    one()
+    deadline = time.monotonic() + 10
+    while fuzzer.broker.open_files() > files_before + 5:
+        assert time.monotonic() < deadline, (
+            f"{fuzzer.broker.open_files()} descriptors open, {files_before} before")
+        time.sleep(0.1)
 
 
 def test_sasl_and_tls_first_bytes(fuzzer: Fuzzer) -> None:
