@@ -60,9 +60,10 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-# Reads at least this large are sent from the file (FileRecords); smaller ones are read:
-# a response writer keeps values this large by reference (codec.BY_REFERENCE_BYTES).
-ZERO_COPY_MIN_BYTES = 32 * 1024
+# Reads at least this large are sent from the file (FileRecords); smaller ones are read.
+# Small, so that a fetch of many partitions holds little of its records in memory
+# either: a response waiting for its client holds at most this much per partition.
+ZERO_COPY_MIN_BYTES = 4 * 1024
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
 RECOVERY_CHUNK_BYTES = 1024 * 1024
 IOV_MAX = 1024  # Linux's limit on buffers per pwritev

@@ -192,7 +192,12 @@ class ResponseFrame:
             if not isinstance(data, _BUFFERS):
                 self.files = True
         else:
-            self._current += data
+            try:
+                self._current += data
+            except TypeError:  # a small slice of a segment file: by reference too
+                self._current = bytearray()
+                self.chunks += (data, self._current)
+                self.files = True
         self.size += n
         return n
 

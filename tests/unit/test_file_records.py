@@ -123,3 +123,28 @@ def test_a_segment_opened_again_takes_back_the_file_a_slice_holds(tmp_path: Path
     with pytest.raises(OSError):
         os.fstat(fd)
     log.close()
+
+
+def test_a_fetch_answer_keeps_even_small_slices_by_reference(tmp_path: Path) -> None:
+    """A fetch of many partitions with a few KB each must not copy them into the frame
+    either: that is what a client that never reads would make the broker hold."""
+    from kio.schema.errors import ErrorCode
+
+    from kernel.protocol.build import make, response_module
+    from kernel.protocol.codec import encode_response_frame
+
+    log = _log(tmp_path, [1_500] * 20)
+    records = log.read(0, 5_000, zero_copy=True).records
+    assert isinstance(records, FileRecords) and len(records) < 32 * 1024
+    m = response_module(1, 12)
+    body = make(m.FetchResponse, throttle_time=__import__("datetime").timedelta(0),
+                error_code=ErrorCode.none, session_id=0, responses=(make(
+                    m.FetchableTopicResponse, topic="t", partitions=(make(
+                        m.PartitionData, partition_index=0, error_code=ErrorCode.none,
+                        high_watermark=20, last_stable_offset=20, log_start_offset=0,
+                        aborted_transactions=None, preferred_read_replica=-1,
+                        records=records),)),))
+    frame = encode_response_frame(1, 12, 7, body)
+    assert frame.files and any(c is records for c in frame.chunks)
+    assert frame.size == len(frame.to_bytes())
+    log.close()
