@@ -527,7 +527,10 @@ class LogSegment:
         fetch_size = min(limit - position, adjusted)
         if fetch_size <= 0:
             return FetchDataInfo(metadata, b"")
-        if zero_copy and fetch_size >= ZERO_COPY_MIN_BYTES and adjusted >= batch_size:
+        if zero_copy and adjusted < batch_size:
+            # The fetch sends nothing of a batch cut by its limits (KIP-74): not read.
+            return FetchDataInfo(metadata, b"", first_entry_incomplete=True)
+        if zero_copy and fetch_size >= ZERO_COPY_MIN_BYTES:
             fd = self._open()
             end, next_offset = whole_batches_end(fd, self.offset_index, position,
                                                  position + fetch_size)
