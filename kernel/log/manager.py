@@ -190,6 +190,10 @@ class LogManager:
         # Kafka's internal producer.id.expiration.check.interval.ms (not a broker config)
         self._producer_expiration_check_ms = producer_id_expiration_check_interval_ms
         self._logs: dict[TopicPartition, Log] = {}
+        # How many logs each log dir holds, kept as logs come and go: a new log goes to
+        # the emptiest dir without walking every log (a 4,000-partition topic would
+        # walk them 4,000 times).
+        self._logs_per_dir: dict[Path, int] = {}
         self._lock_fds: dict[Path, int] = {}
         self._loaded = False
         self._closed = False
@@ -292,6 +296,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close(flush=False)
             self._logs.clear()
+            self._logs_per_dir.clear()
             raise
         if progress is not None:
             progress.finish()
@@ -354,6 +359,7 @@ class LogManager:
             )
             if progress is not None:
                 progress.log_loaded()
+        self._count_logs(directory, len(log_dir.logs))
         if clean:
             # from now on a crash must be seen as one: the removal has to be durable
             (directory / CLEAN_SHUTDOWN_FILE).unlink()
@@ -388,12 +394,11 @@ class LogManager:
         return by_dir
 
     def _next_log_dir(self) -> Path:
-        counts = dict.fromkeys(self.log_dirs, 0)
-        for log in self._logs.values():
-            parent = log.dir.parent
-            if parent in counts:
-                counts[parent] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        counts = self._logs_per_dir
+        return min(self.log_dirs, key=lambda d: counts.get(d, 0))
+
+    def _count_logs(self, directory: Path, change: int) -> None:
+        self._logs_per_dir[directory] = self._logs_per_dir.get(directory, 0) + change
 
     def get_or_create_log(
         self,
@@ -417,13 +422,15 @@ class LogManager:
             if overrides is not None:
                 log.update_config(config)
             return log
-        directory = self._next_log_dir() / log_dir_name(topic, partition)
+        parent = self._next_log_dir()
+        directory = parent / log_dir_name(topic, partition)
         log = Log.open(
             directory, config, had_clean_shutdown=False, callbacks=self._callbacks,
             now_ms=self._time_ms(),
             producer_id_expiration_ms=self._broker_config.producer_id_expiration_ms,
         )
         self._logs[(topic, partition)] = log
+        self._count_logs(parent, 1)
         return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -432,6 +439,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self._count_logs(log.dir.parent, -1)
         self._pending_flush.discard((topic, partition))
         if self.cleaner is not None:
             self.cleaner.abort_cleaning((topic, partition), log.dir.parent)
@@ -748,6 +756,7 @@ class LogManager:
                     os.close(fd)
                 fsync_dir(directory)
         self._logs.clear()
+        self._logs_per_dir.clear()
         self._release_locks()
 
     def _release_locks(self) -> None:
