@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import shutil
 import threading
@@ -45,15 +44,18 @@ from kernel.log.local_log import DELETE_DIR_SUFFIX, log_dir_name, parse_topic_pa
 from kernel.log.log import Log, LogCallbacks
 from kernel.log.log_cleaner import CleanerObserver, LogCleaner
 from kernel.log.log_config import LogConfig
+
+# re-exported: the broker and the metadata plugin lock their dirs through this module
+from kernel.log.log_dir_lock import LogDirError as LogDirError
+from kernel.log.log_dir_lock import LogDirInUseError as LogDirInUseError
+from kernel.log.log_dir_lock import lock_log_dir
 from kernel.log.recovery_progress import (
     RECOVERY_LOG_INTERVAL_S,
     RecoveryListener,
     RecoveryProgress,
 )
-from kernel.log.volume import volume_bytes
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 # Directories in a log dir that are not partition logs of this manager.
 SKIPPED_DIRS = frozenset({"__cluster_metadata-0"})
 # Intervals at or above this mean "never" (Kafka's defaults are Long.MAX_VALUE).
@@ -77,69 +79,6 @@ class _LogDir:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class LogDirError(Exception):
-    """A log directory that cannot be used: it names the directory and the problem."""
-
-    def __init__(self, directory: Path, problem: str) -> None:
-        super().__init__(f"{directory}: {problem}")
-        self.directory = directory
-        self.problem = problem
-
-
-class LogDirInUseError(LogDirError):
-    """Another broker (or manager) holds the log directory's lock."""
-
-
-WRITE_PROBE_FILE = ".kafkernel-write-probe"
-WRITE_PROBE_BYTES = 4096
-
-
-def lock_log_dir(directory: Path) -> int:
-    """Create ``directory``, take its ``.lock`` (an exclusive flock, as Kafka's) and
-    check that it takes writes. Returns the lock's descriptor: closing it releases the
-    lock. Raises :class:`LogDirError` naming the directory and the problem."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except FileExistsError:
-        raise LogDirError(directory, "exists and is not a directory") from None
-    except OSError as e:
-        raise LogDirError(directory, f"cannot be created or written: {e.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise LogDirInUseError(
-            directory, "is in use by another running broker (its .lock is held)"
-        ) from None
-    try:
-        _check_writable(directory)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _check_writable(directory: Path) -> None:
-    """Fail at start, not at the first produce: write, fsync and remove one block. A
-    filesystem with no space left for unprivileged writes counts as full even when
-    root's reserved blocks would still take this one."""
-    probe = directory / WRITE_PROBE_FILE
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, bytes(WRITE_PROBE_BYTES))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            probe.unlink(missing_ok=True)
-        full = volume_bytes(directory)[1] == 0
-    except OSError as e:
-        raise LogDirError(directory, f"is not writable: {e.strerror}") from None
-    if full:
-        raise LogDirError(directory, "is full: no space left on the device")
 
 
 class LogManager:
@@ -210,6 +149,7 @@ class LogManager:
         # The high watermarks the last run saved, until the replica layer takes each.
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._file_deletions: set[asyncio.TimerHandle] = set()
+        self._dirs_to_remove: list[Path] = []
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
             on_flush_needed=self._flush_needed,
@@ -411,17 +351,23 @@ class LogManager:
         ``resolve_topic_configs``) and become the topic's configs; None keeps the
         known ones."""
         self._check_usable()
+        log = self._logs.get((topic, partition))
         if isinstance(overrides, LogConfig):
             config = overrides
-        else:
-            if overrides is not None:
-                self._overrides[topic] = dict(overrides)
-            config = self.config_for(topic)
-        log = self._logs.get((topic, partition))
-        if log is not None:
-            if overrides is not None:
+            if log is not None:
                 log.update_config(config)
-            return log
+                return log
+        else:
+            # Unchanged overrides leave an existing log as it is: a topic's thousands of
+            # partitions need not resolve its configs once each.
+            changed = False
+            if overrides is not None and self._overrides.get(topic) != overrides:
+                self._overrides[topic], changed = dict(overrides), True
+            if log is not None:
+                if changed:
+                    log.update_config(self.config_for(topic))
+                return log
+            config = self.config_for(topic)
         parent = self._next_log_dir()
         directory = parent / log_dir_name(topic, partition)
         log = Log.open(
@@ -432,6 +378,52 @@ class LogManager:
         self._logs[(topic, partition)] = log
         self._count_logs(parent, 1)
         return log
+
+    async def create_logs(self, wanted: Sequence[tuple[str, int, Mapping[str, Any],
+                                                       int | None]]) -> None:
+        """Create the missing logs of ``wanted`` (topic, partition, the topic's configs,
+        the leader epoch to start at offset 0 when this broker leads) in the worker
+        threads, a batch at a time: a topic's thousands of new directories and files are
+        made off the event loop, whose file system calls can stall for 100s of ms."""
+        self._check_usable()
+        jobs: list[tuple[TopicPartition, Path, LogConfig, int | None]] = []
+        configs: dict[str, LogConfig] = {}
+        for topic, partition, overrides, epoch in wanted:
+            if (topic, partition) in self._logs:
+                continue
+            if topic not in configs:
+                self._overrides[topic] = dict(overrides)
+                configs[topic] = self.config_for(topic)
+            parent = self._next_log_dir()
+            self._count_logs(parent, 1)  # the next job's dir sees this one
+            jobs.append(((topic, partition), parent, configs[topic], epoch))
+        for start in range(0, len(jobs), 100):
+            batch = jobs[start:start + 100]
+            try:
+                logs = await self._in_thread(self._open_new_logs, batch, self._time_ms())
+            except BaseException:
+                for _, parent, _, _ in jobs[start:]:
+                    self._count_logs(parent, -1)
+                raise
+            for (key, parent, _, _), log in zip(batch, logs, strict=True):
+                if key in self._logs or self._closed:  # one made meanwhile on the loop wins
+                    log.close(flush=False)
+                    self._count_logs(parent, -1)
+                else:
+                    self._logs[key] = log
+
+    def _open_new_logs(self, batch: list[tuple[TopicPartition, Path, LogConfig, int | None]],
+                       now_ms: int) -> list[Log]:
+        logs: list[Log] = []
+        for (topic, partition), parent, config, epoch in batch:
+            log = Log.open(parent / log_dir_name(topic, partition), config,
+                           had_clean_shutdown=False, callbacks=self._callbacks, now_ms=now_ms,
+                           producer_id_expiration_ms=self._broker_config
+                           .producer_id_expiration_ms)
+            if epoch is not None:  # what the leader's make_leader would write on the loop
+                log.assign_epoch_start_offset(epoch, 0)
+            logs.append(log)
+        return logs
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed first, removed in the
@@ -450,10 +442,20 @@ class LogManager:
         except FileNotFoundError:
             return True
         if self._loop is not None and self._executor is not None:
-            self._spawn(self._in_thread(shutil.rmtree, target, True))
+            # One worker job for all the dirs a loop turn renamed (a topic's thousands).
+            if not self._dirs_to_remove:
+                self._loop.call_soon(self._remove_renamed_dirs)
+            self._dirs_to_remove.append(target)
         else:
             shutil.rmtree(target, ignore_errors=True)
         return True
+
+    def _remove_renamed_dirs(self) -> None:
+        dirs, self._dirs_to_remove = self._dirs_to_remove, []
+        if self._executor is None:
+            _remove_trees(dirs)
+        else:
+            self._spawn(self._in_thread(_remove_trees, dirs))
 
     # -- checkpoints --------------------------------------------------------------------
 
@@ -767,6 +769,11 @@ class LogManager:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _remove_trees(dirs: list[Path]) -> None:
+    for directory in dirs:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _unlink_all(paths: list[Path]) -> None:
