@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernel.config import LONG_MAX, BrokerConfig, resolve_topic_configs
+from kernel.config import (
+    INTERNAL_SEGMENT_BYTES,
+    LONG_MAX,
+    BrokerConfig,
+    resolve_topic_configs,
+)
 from kernel.protocol.compression import Compression
 
 
@@ -46,6 +51,9 @@ class LogConfig:
             attr = name.replace(".", "_")
             if attr in names:
                 kwargs[attr] = tuple(value) if attr == "cleanup_policy" else value
+        internal = resolved.get(INTERNAL_SEGMENT_BYTES)
+        if internal is not None:  # Kafka's LogConfig.segmentSize(): the internal one wins
+            kwargs["segment_bytes"] = internal
         return cls(**kwargs)
 
     @classmethod
