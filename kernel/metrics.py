@@ -326,6 +326,7 @@ class BrokerMetrics:
             "before the loop could read it.", buckets=LOOP_LAG_BUCKETS, registry=r,
         )
         self._loop_lag_timer: asyncio.TimerHandle | None = None
+        self._error_children: dict[Any, Any] = {}
         # Kafka's LogCleaner counters; the cleaner threads count, the scrape reads.
         self.cleaner_runs = Counter(
             "kafkernel_log_cleaner_runs", "Cleans of a compacted partition that completed.",
@@ -385,7 +386,13 @@ class BrokerMetrics:
                 metric.remove(topic)
 
     def error(self, code: Any) -> None:
-        self.errors.labels(getattr(code, "name", str(code))).inc()
+        # The labelled child kept per code: a request answering 100,000 partitions with
+        # an error counts each, and labels() is most of that cost.
+        child = self._error_children.get(code)
+        if child is None:
+            child = self._error_children[code] = self.errors.labels(
+                getattr(code, "name", str(code)))
+        child.inc()
 
     def watch_state(self, sample: Callable[[], StateSample]) -> None:
         """Gauges read from the broker's state at scrape time (log size and segments
