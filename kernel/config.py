@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+# KIP-1030 (Kafka 4): segment.bytes and log.segment.bytes are at least 1 MiB.
+MIN_SEGMENT_BYTES = 1024 * 1024
 
 Check = Callable[[Any], str | None]
 """Returns None when the value is allowed, else what is allowed."""
@@ -495,8 +497,9 @@ class BrokerConfig:
         "max.message.bytes).", check=int_at_least(0), dynamic=True,
     )
     log_segment_bytes: int = setting(
-        "log.segment.bytes", 1073741824, "Size at which a segment rolls.",
-        check=int_at_least(14), dynamic=True,
+        "log.segment.bytes", 1073741824, "Size at which a segment rolls; at least 1 MiB "
+        "(Kafka 4, KIP-1030; tests use the topic config internal.segment.bytes).",
+        check=int_at_least(MIN_SEGMENT_BYTES), dynamic=True,
     )
     log_roll_hours: int = setting(
         "log.roll.hours", 168, "Age at which a segment rolls.", check=int_at_least(1)
@@ -787,6 +790,22 @@ def topic_config_keys() -> dict[str, TopicConfigKey]:
     return {k.name: k for k in keys}
 
 
+# Kafka's internal topic configs (LogConfig.defineInternal): accepted where topic
+# configs are set, never described. internal.segment.bytes, when set, is the segment
+# size instead of segment.bytes and has no minimum: what tests use to roll often.
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
+INTERNAL_TOPIC_CONFIGS: dict[str, ConfigKey] = {
+    INTERNAL_SEGMENT_BYTES: ConfigKey(
+        INTERNAL_SEGMENT_BYTES, "internal_segment_bytes", int | None, None,
+        "The maximum size of a single log file. This should be used for testing only.",
+        int_at_least(-INT_MAX - 1), True, False),
+}
+
+
+def is_topic_config(name: str) -> bool:
+    return name in topic_config_keys() or name in INTERNAL_TOPIC_CONFIGS
+
+
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     """Check topic config strings (CreateTopics, AlterConfigs); raises ConfigError naming
     the key. Returns the configs normalised to Kafka's string form."""
@@ -794,6 +813,11 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, raw in configs.items():
         tk = keys.get(name)
+        if tk is None and name in INTERNAL_TOPIC_CONFIGS:
+            internal = coerce(INTERNAL_TOPIC_CONFIGS[name], raw, name)
+            if internal is not None:
+                out[name] = str(internal)
+            continue
         if tk is None:
             raise ConfigError(f"unknown topic config {name!r}")
         value = coerce(tk.key, raw, name)
@@ -803,15 +827,28 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return out
 
 
+@cache
+def _stored_topic_config_keys() -> dict[str, TopicConfigKey]:
+    """The topic keys without their range checks: a stored config was checked when it
+    was set, under the rules of then (a segment.bytes under KIP-1030's minimum, from
+    before it, still opens its log)."""
+    return {name: dataclasses.replace(tk, key=dataclasses.replace(tk.key, check=None))
+            for name, tk in topic_config_keys().items()}
+
+
 def resolve_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -> dict[str, Any]:
     """Typed values of every topic config: explicit topic value, else broker default."""
-    keys = topic_config_keys()
+    keys = _stored_topic_config_keys()
     resolved: dict[str, Any] = {}
     for name, tk in keys.items():
         if name in overrides:
             resolved[name] = coerce(tk.key, overrides[name], name)
         else:
             resolved[name] = tk.default(broker)
+    if INTERNAL_SEGMENT_BYTES in overrides:
+        resolved[INTERNAL_SEGMENT_BYTES] = coerce(
+            INTERNAL_TOPIC_CONFIGS[INTERNAL_SEGMENT_BYTES], overrides[INTERNAL_SEGMENT_BYTES],
+            INTERNAL_SEGMENT_BYTES)
     return resolved
 
 

@@ -347,6 +347,7 @@ class Broker:
             ) from None
         for listener in self.listeners:
             await listener.start_serving()
+        self.metrics.watch_event_loop(asyncio.get_running_loop())
         self._started = True
         self.log.info(
             "broker started", listeners=[f"{lst.endpoint.listener_name}://"
@@ -402,6 +403,7 @@ class Broker:
         await self.logs.stop()
         if self._metadata is not None:
             await self._metadata.stop()
+        self.metrics.stop_watching_event_loop()
         self.metrics.close()
         self._started = False
         self._stopped.set()

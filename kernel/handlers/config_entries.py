@@ -10,6 +10,7 @@ cluster-wide dynamic default, the static config file, the built-in default.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -18,10 +19,12 @@ from typing import Any
 from kernel.cluster import ClusterImage
 from kernel.config import (
     INT_MAX,
+    INTERNAL_TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
     ConfigKey,
     coerce,
+    is_topic_config,
     replace_settings,
     schema_keys,
     to_kafka_string,
@@ -75,6 +78,7 @@ _TYPE_BY_NAME = {
 # Keys Kafka declares as INT (32-bit); the settings schema only knows "integer", so
 # these are reported as INT and new values must fit 32 bits, as on a Kafka broker.
 KAFKA_INT_KEYS = frozenset({
+    "internal.segment.bytes",
     "broker.id", "num.partitions", "default.replication.factor", "message.max.bytes",
     "log.segment.bytes", "log.roll.hours", "log.retention.hours", "log.retention.minutes",
     "log.flush.offset.checkpoint.interval.ms", "log.index.interval.bytes",
@@ -238,6 +242,15 @@ class BrokerConfigView:
                 config_type=config_type(tk.key),
                 documentation=tk.key.doc,
             ))
+        # Kafka's internal topic configs are described only where a topic sets them.
+        for name in sorted(INTERNAL_TOPIC_CONFIGS.keys() & overrides.keys()):
+            key = INTERNAL_TOPIC_CONFIGS[name]
+            synonym = Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            entries.append(ConfigEntry(
+                name=name, value=overrides[name], source=ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                read_only=False, sensitive=False, synonyms=(synonym,),
+                config_type=config_type(key), documentation=key.doc,
+            ))
         return entries
 
 
@@ -249,8 +262,7 @@ def _check_int(name: str, value: str) -> None:
 
 def checked_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     """Topic config strings in Kafka's normal form; INVALID_CONFIG naming the key."""
-    keys = topic_config_keys()
-    unknown = [n for n in configs if n not in keys]
+    unknown = [n for n in configs if not is_topic_config(n)]
     if unknown:
         raise KafkaError(ErrorCode.invalid_config,
                          f"Unknown topic config name: {', '.join(unknown)}")
@@ -263,8 +275,21 @@ def checked_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
         for name, value in normalised.items():
             _check_int(name, value)
     except ConfigError as e:
-        raise KafkaError(ErrorCode.invalid_config, str(e)) from None
+        raise KafkaError(ErrorCode.invalid_config, _kafka_words(str(e))) from None
     return normalised
+
+
+_BELOW = re.compile(r"(?P<name>[\w.]+): (?P<value>\S+) is not allowed; "
+                    r"expected a value >= (?P<low>-?\d+)")
+
+
+def _kafka_words(message: str) -> str:
+    """A value under a minimum in the words of Kafka's ConfigDef.Range.atLeast."""
+    m = _BELOW.fullmatch(message)
+    if m is None:
+        return message
+    return (f"Invalid value {m['value']} for configuration {m['name']}: "
+            f"Value must be at least {m['low']}")
 
 
 def checked_broker_configs(configs: Mapping[str, str | None]) -> dict[str, str]:

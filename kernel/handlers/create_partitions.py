@@ -50,6 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             answered[name] = (e.error_code, e.message)
         else:
             answered[name] = (ErrorCode.none, None)
+    await services.replicas.caught_up()  # new logs made off the loop exist now
     m = response_module(API_KEY, ctx.api_version)
     return make(
         m.CreatePartitionsResponse,

@@ -93,6 +93,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 collisions[_collision_key(name)] = name
     if not request.validate_only:
         await _create(ctx, [o for o in outcomes.values() if o.new_topic is not None])
+        # A big topic's logs are made off the event loop: answer once they exist.
+        await services.replicas.caught_up()
     return _respond(ctx, view, list(outcomes.values()))
 
 

@@ -83,6 +83,7 @@ async def _create_then_respond(ctx: RequestContext, request: Any, names: list[st
         except KafkaError as e:
             if e.error_code != ErrorCode.topic_already_exists:
                 services.log.warning("auto-create failed", topic=name, error=e.error_code.name)
+    await services.replicas.caught_up()  # many partitions are made off the loop: led now
     return _respond(ctx, request, services.metadata.image, [], names, unknown_ids)
 
 

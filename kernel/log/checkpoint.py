@@ -9,7 +9,8 @@ so a crash leaves either the old or the new content.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
@@ -106,3 +107,33 @@ def write_offset_checkpoint(
 ) -> None:
     entries = [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
     write_checkpoint(path, entries, sync=sync)
+
+
+OffsetsByDir = dict[Path, dict[tuple[str, int], int]]  # a checkpoint's offsets, by log dir
+
+
+class OrderedCheckpoints:
+    """Writes offset checkpoints from any thread, one write at a time (they share the
+    file's temporary), and never over a newer snapshot that a write started later
+    already put there."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._written: dict[str, int] = {}
+
+    def writer(self, name: str, snapshot: OffsetsByDir) -> Callable[[], None]:
+        """Writes ``snapshot``, taken now (on the event loop), into the ``name`` files."""
+        self._seq += 1
+        seq = self._seq
+
+        def write() -> None:
+            with self._lock:
+                if self._written.get(name, 0) > seq:
+                    return
+                for directory, offsets in snapshot.items():
+                    if directory.exists():
+                        write_offset_checkpoint(directory / name, offsets)
+                self._written[name] = seq
+
+        return write

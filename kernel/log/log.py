@@ -329,6 +329,7 @@ class Log:
         chunks, info = validate_and_assign_offsets(
             records, next_offset=local.log_end_offset, leader_epoch=leader_epoch,
             now_ms=now_ms, max_message_bytes=config.max_message_bytes,
+            max_inflated_bytes=config.max_inflated_bytes,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             origin=origin, log_start_offset=self._log_start_offset,
             compacted=config.compact, topic_partition=self.name,

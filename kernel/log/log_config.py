@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernel.config import LONG_MAX, BrokerConfig, resolve_topic_configs
+from kernel.config import (
+    INTERNAL_SEGMENT_BYTES,
+    LONG_MAX,
+    BrokerConfig,
+    resolve_topic_configs,
+)
 from kernel.protocol.compression import Compression
 
 
@@ -36,6 +41,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # Not a topic config: the broker's socket.request.max.bytes, what a compressed batch
+    # may inflate to (see kernel.log.validator.validate_records).
+    max_inflated_bytes: int = 104857600
 
     @classmethod
     def from_topic_configs(cls, resolved: Mapping[str, Any]) -> LogConfig:
@@ -46,13 +54,18 @@ class LogConfig:
             attr = name.replace(".", "_")
             if attr in names:
                 kwargs[attr] = tuple(value) if attr == "cleanup_policy" else value
+        internal = resolved.get(INTERNAL_SEGMENT_BYTES)
+        if internal is not None:  # Kafka's LogConfig.segmentSize(): the internal one wins
+            kwargs["segment_bytes"] = internal
         return cls(**kwargs)
 
     @classmethod
     def from_broker(
         cls, broker: BrokerConfig, overrides: Mapping[str, str] | None = None
     ) -> LogConfig:
-        return cls.from_topic_configs(resolve_topic_configs(broker, overrides or {}))
+        resolved = resolve_topic_configs(broker, overrides or {})
+        resolved["max.inflated.bytes"] = broker.socket_request_max_bytes
+        return cls.from_topic_configs(resolved)
 
     @property
     def log_append_time(self) -> bool:

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -37,25 +35,29 @@ from kernel.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
+    OffsetsByDir,
+    OrderedCheckpoints,
     fsync_dir,
     read_offset_checkpoint,
-    write_offset_checkpoint,
 )
 from kernel.log.loader import bytes_to_recover
 from kernel.log.local_log import DELETE_DIR_SUFFIX, log_dir_name, parse_topic_partition
 from kernel.log.log import Log, LogCallbacks
 from kernel.log.log_cleaner import CleanerObserver, LogCleaner
 from kernel.log.log_config import LogConfig
+
+# re-exported: the broker and the metadata plugin lock their dirs through this module
+from kernel.log.log_dir_lock import LogDirError as LogDirError
+from kernel.log.log_dir_lock import LogDirInUseError as LogDirInUseError
+from kernel.log.log_dir_lock import lock_log_dir
 from kernel.log.recovery_progress import (
     RECOVERY_LOG_INTERVAL_S,
     RecoveryListener,
     RecoveryProgress,
 )
-from kernel.log.volume import volume_bytes
 from kernel.logging import Notices
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 # Directories in a log dir that are not partition logs of this manager.
 SKIPPED_DIRS = frozenset({"__cluster_metadata-0"})
 # Intervals at or above this mean "never" (Kafka's defaults are Long.MAX_VALUE).
@@ -79,69 +81,6 @@ class _LogDir:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class LogDirError(Exception):
-    """A log directory that cannot be used: it names the directory and the problem."""
-
-    def __init__(self, directory: Path, problem: str) -> None:
-        super().__init__(f"{directory}: {problem}")
-        self.directory = directory
-        self.problem = problem
-
-
-class LogDirInUseError(LogDirError):
-    """Another broker (or manager) holds the log directory's lock."""
-
-
-WRITE_PROBE_FILE = ".kafkernel-write-probe"
-WRITE_PROBE_BYTES = 4096
-
-
-def lock_log_dir(directory: Path) -> int:
-    """Create ``directory``, take its ``.lock`` (an exclusive flock, as Kafka's) and
-    check that it takes writes. Returns the lock's descriptor: closing it releases the
-    lock. Raises :class:`LogDirError` naming the directory and the problem."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except FileExistsError:
-        raise LogDirError(directory, "exists and is not a directory") from None
-    except OSError as e:
-        raise LogDirError(directory, f"cannot be created or written: {e.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise LogDirInUseError(
-            directory, "is in use by another running broker (its .lock is held)"
-        ) from None
-    try:
-        _check_writable(directory)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _check_writable(directory: Path) -> None:
-    """Fail at start, not at the first produce: write, fsync and remove one block. A
-    filesystem with no space left for unprivileged writes counts as full even when
-    root's reserved blocks would still take this one."""
-    probe = directory / WRITE_PROBE_FILE
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, bytes(WRITE_PROBE_BYTES))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            probe.unlink(missing_ok=True)
-        full = volume_bytes(directory)[1] == 0
-    except OSError as e:
-        raise LogDirError(directory, f"is not writable: {e.strerror}") from None
-    if full:
-        raise LogDirError(directory, "is full: no space left on the device")
 
 
 class LogManager:
@@ -192,6 +131,10 @@ class LogManager:
         # Kafka's internal producer.id.expiration.check.interval.ms (not a broker config)
         self._producer_expiration_check_ms = producer_id_expiration_check_interval_ms
         self._logs: dict[TopicPartition, Log] = {}
+        # How many logs each log dir holds, kept as logs come and go: a new log goes to
+        # the emptiest dir without walking every log (a 4,000-partition topic would
+        # walk them 4,000 times).
+        self._logs_per_dir: dict[Path, int] = {}
         self._lock_fds: dict[Path, int] = {}
         self._loaded = False
         self._closed = False
@@ -204,12 +147,11 @@ class LogManager:
         self._pending_flush: set[TopicPartition] = set()
         self._lso_checkpoint_pending = False
         # Checkpoint files are written from worker threads: one at a time, newest wins.
-        self._checkpoint_lock = threading.Lock()
-        self._checkpoint_seq = 0
-        self._checkpoints_written: dict[str, int] = {}
+        self._checkpoints = OrderedCheckpoints()
         # The high watermarks the last run saved, until the replica layer takes each.
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._file_deletions: set[asyncio.TimerHandle] = set()
+        self._dirs_to_remove: list[Path] = []
         self._callbacks = LogCallbacks(
             on_segment_rolled=self._segment_rolled,
             on_flush_needed=self._flush_needed,
@@ -306,6 +248,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close(flush=False)
             self._logs.clear()
+            self._logs_per_dir.clear()
             raise
         if progress is not None:
             progress.finish()
@@ -368,6 +311,7 @@ class LogManager:
             )
             if progress is not None:
                 progress.log_loaded()
+        self._count_logs(directory, len(log_dir.logs))
         if clean:
             # from now on a crash must be seen as one: the removal has to be durable
             (directory / CLEAN_SHUTDOWN_FILE).unlink()
@@ -402,12 +346,11 @@ class LogManager:
         return by_dir
 
     def _next_log_dir(self) -> Path:
-        counts = dict.fromkeys(self.log_dirs, 0)
-        for log in self._logs.values():
-            parent = log.dir.parent
-            if parent in counts:
-                counts[parent] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        counts = self._logs_per_dir
+        return min(self.log_dirs, key=lambda d: counts.get(d, 0))
+
+    def _count_logs(self, directory: Path, change: int) -> None:
+        self._logs_per_dir[directory] = self._logs_per_dir.get(directory, 0) + change
 
     def get_or_create_log(
         self,
@@ -420,25 +363,79 @@ class LogManager:
         ``resolve_topic_configs``) and become the topic's configs; None keeps the
         known ones."""
         self._check_usable()
+        log = self._logs.get((topic, partition))
         if isinstance(overrides, LogConfig):
             config = overrides
-        else:
-            if overrides is not None:
-                self._overrides[topic] = dict(overrides)
-            config = self.config_for(topic)
-        log = self._logs.get((topic, partition))
-        if log is not None:
-            if overrides is not None:
+            if log is not None:
                 log.update_config(config)
-            return log
-        directory = self._next_log_dir() / log_dir_name(topic, partition)
+                return log
+        else:
+            # Unchanged overrides leave an existing log as it is: a topic's thousands of
+            # partitions need not resolve its configs once each.
+            changed = False
+            if overrides is not None and self._overrides.get(topic) != overrides:
+                self._overrides[topic], changed = dict(overrides), True
+            if log is not None:
+                if changed:
+                    log.update_config(self.config_for(topic))
+                return log
+            config = self.config_for(topic)
+        parent = self._next_log_dir()
+        directory = parent / log_dir_name(topic, partition)
         log = Log.open(
             directory, config, had_clean_shutdown=False, callbacks=self._callbacks,
             now_ms=self._time_ms(),
             producer_id_expiration_ms=self._broker_config.producer_id_expiration_ms,
         )
         self._logs[(topic, partition)] = log
+        self._count_logs(parent, 1)
         return log
+
+    async def create_logs(self, wanted: Sequence[tuple[str, int, Mapping[str, Any],
+                                                       int | None]]) -> None:
+        """Create the missing logs of ``wanted`` (topic, partition, the topic's configs,
+        the leader epoch to start at offset 0 when this broker leads) in the worker
+        threads, a batch at a time: a topic's thousands of new directories and files are
+        made off the event loop, whose file system calls can stall for 100s of ms."""
+        self._check_usable()
+        jobs: list[tuple[TopicPartition, Path, LogConfig, int | None]] = []
+        configs: dict[str, LogConfig] = {}
+        for topic, partition, overrides, epoch in wanted:
+            if (topic, partition) in self._logs:
+                continue
+            if topic not in configs:
+                self._overrides[topic] = dict(overrides)
+                configs[topic] = self.config_for(topic)
+            parent = self._next_log_dir()
+            self._count_logs(parent, 1)  # the next job's dir sees this one
+            jobs.append(((topic, partition), parent, configs[topic], epoch))
+        for start in range(0, len(jobs), 100):
+            batch = jobs[start:start + 100]
+            try:
+                logs = await self._in_thread(self._open_new_logs, batch, self._time_ms())
+            except BaseException:
+                for _, parent, _, _ in jobs[start:]:
+                    self._count_logs(parent, -1)
+                raise
+            for (key, parent, _, _), log in zip(batch, logs, strict=True):
+                if key in self._logs or self._closed:  # one made meanwhile on the loop wins
+                    log.close(flush=False)
+                    self._count_logs(parent, -1)
+                else:
+                    self._logs[key] = log
+
+    def _open_new_logs(self, batch: list[tuple[TopicPartition, Path, LogConfig, int | None]],
+                       now_ms: int) -> list[Log]:
+        logs: list[Log] = []
+        for (topic, partition), parent, config, epoch in batch:
+            log = Log.open(parent / log_dir_name(topic, partition), config,
+                           had_clean_shutdown=False, callbacks=self._callbacks, now_ms=now_ms,
+                           producer_id_expiration_ms=self._broker_config
+                           .producer_id_expiration_ms)
+            if epoch is not None:  # what the leader's make_leader would write on the loop
+                log.assign_epoch_start_offset(epoch, 0)
+            logs.append(log)
+        return logs
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed first, removed in the
@@ -446,6 +443,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self._count_logs(log.dir.parent, -1)
         self._pending_flush.discard((topic, partition))
         if self.cleaner is not None:
             self.cleaner.abort_cleaning((topic, partition), log.dir.parent)
@@ -456,17 +454,30 @@ class LogManager:
         except FileNotFoundError:
             return True
         if self._loop is not None and self._executor is not None:
-            self._spawn(self._in_thread(shutil.rmtree, target, True))
+            # One worker job for all the dirs a loop turn renamed (a topic's thousands).
+            if not self._dirs_to_remove:
+                self._loop.call_soon(self._remove_renamed_dirs)
+            self._dirs_to_remove.append(target)
         else:
             shutil.rmtree(target, ignore_errors=True)
         return True
 
+    def _remove_renamed_dirs(self) -> None:
+        dirs, self._dirs_to_remove = self._dirs_to_remove, []
+        if self._executor is None:
+            _remove_trees(dirs)
+        else:
+            self._spawn(self._in_thread(_remove_trees, dirs))
+
     # -- checkpoints --------------------------------------------------------------------
 
-    def _snapshot_recovery_points(self) -> dict[Path, dict[TopicPartition, int]]:
-        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+    def _snapshot(self, value: Callable[[Log], int | None]) -> OffsetsByDir:
+        """Each log's ``value`` (None: left out), by log dir; every dir is in it."""
+        snapshot: OffsetsByDir = {d: {} for d in self.log_dirs}
         for key, log in self._logs.items():
-            snapshot.setdefault(log.dir.parent, {})[key] = log.recovery_point
+            v = value(log)
+            if v is not None:
+                snapshot.setdefault(log.dir.parent, {})[key] = v
         return snapshot
 
     def saved_high_watermark(self, topic: str, partition: int) -> int:
@@ -476,50 +487,25 @@ class LogManager:
         log = self._logs.get((topic, partition))
         return min(saved, log.log_end_offset) if log is not None else 0
 
-    def _snapshot_high_watermarks(self) -> dict[Path, dict[TopicPartition, int]]:
-        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
-        if self._high_watermark is None:
-            return snapshot
-        for key, log in self._logs.items():
-            hw = self._high_watermark(log)
-            if hw is not None:
-                snapshot.setdefault(log.dir.parent, {})[key] = hw
-        return snapshot
-
     async def checkpoint_high_watermarks(self) -> None:
         """Write every log dir's replication-offset-checkpoint in a worker thread."""
         await self._in_thread(self._checkpoint_writer(HIGH_WATERMARK_CHECKPOINT,
                                                       self._snapshot_high_watermarks()))
 
-    def _snapshot_log_start_offsets(self) -> dict[Path, dict[TopicPartition, int]]:
-        snapshot: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
-        for key, log in self._logs.items():
-            if log.log_start_offset > log.segments[0].base_offset:
-                snapshot.setdefault(log.dir.parent, {})[key] = log.log_start_offset
-        return snapshot
+    def _snapshot_high_watermarks(self) -> OffsetsByDir:
+        return self._snapshot(self._high_watermark or (lambda log: None))
 
-    def _checkpoint_writer(
-        self, name: str, snapshot: dict[Path, dict[TopicPartition, int]]
-    ) -> Callable[[], None]:
-        """Writes ``snapshot``, taken now on the event loop, into the ``name`` files:
-        in any thread, one write at a time (they share the file's temporary), and never
-        over a newer snapshot that a write started later already put there."""
-        self._checkpoint_seq += 1
-        seq = self._checkpoint_seq
+    def _snapshot_recovery_points(self) -> OffsetsByDir:
+        return self._snapshot(lambda log: log.recovery_point)
 
-        def write() -> None:
-            with self._checkpoint_lock:
-                if self._checkpoints_written.get(name, 0) > seq:
-                    return
-                for directory, offsets in snapshot.items():
-                    if directory.exists():
-                        write_offset_checkpoint(directory / name, offsets)
-                self._checkpoints_written[name] = seq
+    def _snapshot_log_start_offsets(self) -> OffsetsByDir:
+        return self._snapshot(lambda log: log.log_start_offset
+                              if log.log_start_offset > log.segments[0].base_offset else None)
 
-        return write
+    def _checkpoint_writer(self, name: str, snapshot: OffsetsByDir) -> Callable[[], None]:
+        return self._checkpoints.writer(name, snapshot)
 
-    def _write_checkpoints(self, name: str,
-                           snapshot: dict[Path, dict[TopicPartition, int]]) -> None:
+    def _write_checkpoints(self, name: str, snapshot: OffsetsByDir) -> None:
         self._checkpoint_writer(name, snapshot)()
 
     def checkpoint_recovery_points(self) -> None:
@@ -780,6 +766,7 @@ class LogManager:
                     os.close(fd)
                 fsync_dir(directory)
         self._logs.clear()
+        self._logs_per_dir.clear()
         self._release_locks()
 
     def _release_locks(self) -> None:
@@ -790,6 +777,11 @@ class LogManager:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _remove_trees(dirs: list[Path]) -> None:
+    for directory in dirs:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _unlink_all(paths: list[Path]) -> None:

@@ -57,6 +57,9 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
 
+# socket.request.max.bytes' default: what a compressed batch may inflate to.
+DEFAULT_MAX_INFLATED_BYTES = 104857600
+
 
 class AppendOrigin(enum.Enum):
     """Who writes: Kafka applies the client-only checks (one batch, baseOffset 0, count
@@ -296,29 +299,32 @@ def walk_records(
 
 
 def validate_records(
-    section: memoryview, codec: int, count: int, *, max_message_bytes: int,
+    section: memoryview, codec: int, count: int, *, max_inflated_bytes: int,
     compacted: bool, topic_partition: str = "",
 ) -> None:
     """Kafka's record-level validation of one batch on a leader append: a compressed
-    batch's records ``section`` is inflated (bounded: as an uncompressed batch, at most
-    max.message.bytes) and every record walked; an uncompressed one is walked only for
-    a compacted topic (pass ``compacted`` False for a control batch).
+    batch's records ``section`` is inflated and every record walked; an uncompressed one
+    is walked only for a compacted topic (pass ``compacted`` False for a control batch).
+
+    As Kafka, max.message.bytes bounds the batch as sent (compressed), not inflated:
+    Kafka streams the records out, Kafkernel inflates them whole, so the inflation stops
+    at ``max_inflated_bytes`` (socket.request.max.bytes: the largest request the broker
+    would read, which the same records sent uncompressed could not pass).
 
     Raises KafkaError: CORRUPT_MESSAGE (data the codec cannot decode), MESSAGE_TOO_LARGE
-    (inflates past max.message.bytes), INVALID_RECORD (see :func:`scan_records`).
+    (inflates past ``max_inflated_bytes``), INVALID_RECORD (see :func:`scan_records`).
     """
     if codec == Compression.NONE:
         data = bytes(section)
     else:
-        limit = max(0, max_message_bytes - RECORD_BATCH_OVERHEAD)
         try:
-            data = decompress(codec, section, limit)
+            data = decompress(codec, section, max_inflated_bytes)
         except DecompressedTooLarge:
             raise KafkaError(
                 ErrorCode.message_too_large,
                 f"the {Compression(codec).name} record batch decompresses to more than "
-                f"{max_message_bytes} bytes, the maximum configured value "
-                "(max.message.bytes)",
+                f"{max_inflated_bytes} bytes, the largest request the broker accepts "
+                "(socket.request.max.bytes)",
             ) from None
     scan_records(data, count, check_offsets=codec != Compression.NONE, compacted=compacted,
                  topic_partition=topic_partition)
@@ -336,6 +342,7 @@ def validate_and_assign_offsets(
     leader_epoch: int,
     now_ms: int,
     max_message_bytes: int,
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
     log_append_time: bool = False,
     origin: AppendOrigin = AppendOrigin.CLIENT,
     log_start_offset: int = 0,
@@ -418,7 +425,7 @@ def validate_and_assign_offsets(
         if attributes & COMPRESSION_MASK or compacted:
             validate_records(
                 view[position + RECORD_BATCH_OVERHEAD:end], attributes & COMPRESSION_MASK,
-                count, max_message_bytes=max_message_bytes,
+                count, max_inflated_bytes=max_inflated_bytes,
                 compacted=compacted and not attributes & CONTROL_FLAG,
                 topic_partition=topic_partition,
             )

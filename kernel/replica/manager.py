@@ -22,8 +22,9 @@ makeFollowers does.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -35,6 +36,13 @@ from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
 from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
 from kernel.replica.partition import Partition
+
+# An image that adds or removes more logs than this here is applied by a task, after the
+# images before it: its new logs are made in the log manager's threads (1-3 ms of file
+# system calls each, and a call can stall far longer), then it is applied in slices of
+# STEPS_PER_SLICE replicas per turn of the loop. A smaller image is applied at once.
+MAX_LOGS_CHANGED_AT_ONCE = 20
+STEPS_PER_SLICE = 50
 
 if TYPE_CHECKING:
     from kernel.log import LogAppendInfo
@@ -87,6 +95,10 @@ class ReplicaManager:
         self._follower: Follower | None = None
         self._alter_partition: AlterPartition | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        # Images waiting for their new logs, applied in order by one task.
+        self._backlog: collections.deque[tuple[ClusterImage | None, ClusterImage]] = (
+            collections.deque())
+        self._applier: asyncio.Task[None] | None = None
 
     def start_replication(self, follower: Follower, alter_partition: AlterPartition) -> None:
         """From now on followed partitions are fetched through ``follower`` and ISR
@@ -98,6 +110,10 @@ class ReplicaManager:
                 self._follow(partition, partition.state)
 
     async def stop_replication(self) -> None:
+        if self._applier is not None:
+            self._applier.cancel()
+            await asyncio.gather(self._applier, return_exceptions=True)
+        self._backlog.clear()
         self._follower = None
         self._alter_partition = None
         tasks = list(self._isr_tasks)
@@ -108,12 +124,83 @@ class ReplicaManager:
     # -- following the cluster image -----------------------------------------
 
     def apply_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        """Follow ``new``: at once, or (many new logs, or images already waiting) after
+        the images before it, once its logs are made off the event loop."""
+        if (self._backlog or len(self._new_logs(old, new)) > MAX_LOGS_CHANGED_AT_ONCE
+                or len(self._removed(old, new)) > MAX_LOGS_CHANGED_AT_ONCE) and \
+                _running_loop() is not None:
+            self._backlog.append((old, new))
+            if self._applier is None:
+                self._applier = asyncio.ensure_future(self._apply_backlog())
+            return
+        self._apply_image(old, new)
+
+    async def caught_up(self) -> None:
+        """Return once every image received so far is applied (CreateTopics answers
+        after its partitions are hosted, as when they were made at once)."""
+        while self._applier is not None:
+            await asyncio.shield(self._applier)
+
+    async def _apply_backlog(self) -> None:
+        try:
+            while self._backlog:
+                old, new = self._backlog[0]
+                try:
+                    await self.logs.create_logs(self._new_logs(old, new))
+                except Exception as e:  # applied anyway: what is missing is made on the loop
+                    self._log.error("creating logs failed", error=repr(e))
+                try:
+                    for step, _ in enumerate(self._applying(old, new), 1):
+                        if step % STEPS_PER_SLICE == 0:
+                            await asyncio.sleep(0)  # let the loop serve others meanwhile
+                except Exception:
+                    self._log.exception("applying the cluster image failed")
+                self._backlog.popleft()
+        finally:
+            self._applier = None
+
+    def _new_logs(self, old: ClusterImage | None,
+                  new: ClusterImage) -> list[tuple[str, int, Any, int | None]]:
+        """The replicas ``new`` puts here that have no log yet: (topic, partition,
+        configs, the leader epoch when this broker leads). A topic the change left
+        alone is the same object in both images, and is skipped."""
+        me, logs = self.broker_id, self.logs
+        before = old.topics if old is not None else {}
+        return [(topic.name, state.partition, topic.configs,
+                 state.leader_epoch if state.leader == me else None)
+                for topic in new.topics.values() if before.get(topic.name) is not topic
+                for state in topic.partitions.values()
+                if me in state.replicas and logs.get_log(topic.name, state.partition) is None]
+
+    def _removed(self, old: ClusterImage | None, new: ClusterImage) -> list[TopicPartition]:
+        """The replicas hosted here of the topics ``new`` deleted (or deleted and made
+        again: another topic id)."""
+        if old is None or not self.partitions or old.topics is new.topics:
+            return []
+        removed: list[TopicPartition] = []
+        for name, topic in old.topics.items():
+            current = new.topics.get(name)
+            if current is None or current.topic_id != topic.topic_id:
+                removed.extend(key for index in topic.partitions
+                               if (key := (name, index)) in self.partitions)
+        return removed
+
+    def _apply_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        for _ in self._applying(old, new):
+            pass
+
+    def _applying(self, old: ClusterImage | None, new: ClusterImage) -> Iterator[None]:
+        """Apply ``new``, yielding after each replica it removes, adds or changes: the
+        steps a sliced application spreads over turns of the loop."""
         changes: list[LeadershipChange] = []
-        if old is not None:
+        if old is not None and old.topics is not new.topics:
             for name, topic in old.topics.items():
                 current = new.topics.get(name)
                 if current is None or current.topic_id != topic.topic_id:
-                    self._delete_topic(topic, changes)
+                    for index in topic.partitions:
+                        self._remove_partition((name, index), changes)
+                        yield
+                    self._log.info("deleted topic logs", topic=name)
         for topic in new.topics.values():
             previous = old.topics.get(topic.name) if old is not None else None
             configs_changed = previous is None or previous.configs != topic.configs
@@ -124,6 +211,7 @@ class ReplicaManager:
                 if self.broker_id not in state.replicas:
                     if key in self.partitions:  # reassigned away: Kafka's StopReplica
                         self._remove_partition(key, changes)
+                        yield
                     continue
                 partition = self.partitions.get(key)
                 if partition is None:
@@ -148,8 +236,10 @@ class ReplicaManager:
                 if _role(partition) != was:
                     changes.append(LeadershipChange(partition.topic, partition.partition,
                                                     *_role(partition)))
+                yield
         for change in changes:
             self._publish(change)
+            yield
 
     def _create_partition(self, topic: TopicImage, index: int) -> Partition:
         log = self.logs.get_or_create_log(topic.name, index, topic.configs)
@@ -169,11 +259,6 @@ class ReplicaManager:
             self._follower.unfollow(partition.key)
         else:
             self._follower.follow(partition, state.leader, state.leader_epoch)
-
-    def _delete_topic(self, topic: TopicImage, changes: list[LeadershipChange]) -> None:
-        for index in topic.partitions:
-            self._remove_partition((topic.name, index), changes)
-        self._log.info("deleted topic logs", topic=topic.name)
 
     def _remove_partition(self, key: TopicPartition,
                           changes: list[LeadershipChange]) -> None:
@@ -339,3 +424,10 @@ class ReplicaManager:
 
 def _role(partition: Partition) -> tuple[Role, int]:
     return (Role.LEADER if partition.is_leader else Role.FOLLOWER), partition.leader_epoch
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

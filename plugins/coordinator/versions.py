@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 __all__ = ["to_version"]
@@ -30,50 +31,69 @@ def to_version(entity: object, target: type[E]) -> E:
     if type(entity) is target:
         return entity  # frozen: nothing to copy
     kwargs: dict[str, Any] = {}
-    for name, hint, required in _fields(target):
+    for name, convert, required in _fields(target):
         if not hasattr(entity, name):
             if required:
                 raise TypeError(
                     f"{type(entity).__name__} has no {name!r}, which {target.__name__} needs"
                 )
             continue
-        kwargs[name] = _convert(getattr(entity, name), hint)
+        kwargs[name] = convert(getattr(entity, name))
     return cast(E, target(**kwargs))
 
 
 @functools.cache
-def _fields(target: type) -> tuple[tuple[str, Any, bool], ...]:
-    """(name, type hint, required) of each field; resolving hints is the costly part, and
-    kio's classes are fixed, so it is done once per class."""
+def _fields(target: type) -> tuple[tuple[str, Callable[[object], object], bool], ...]:
+    """(name, converter, required) of each field; resolving hints is the costly part,
+    and kio's classes are fixed, so it is done once per class (an answer of 100,000
+    partitions converts each)."""
     if not dataclasses.is_dataclass(target):
         raise TypeError(f"{target!r} is not a kio entity class")
     hints = typing.get_type_hints(target)
     return tuple(
-        (f.name, hints[f.name],
+        (f.name, _converter(hints[f.name]),
          f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
         for f in dataclasses.fields(target)
     )
 
 
-def _convert(value: object, hint: Any) -> object:
+_NOT_NULLABLE = object()
+
+
+@functools.cache
+def _converter(hint: Any) -> Callable[[object], object]:
+    """A value of a field typed ``hint``: nested entities (alone or in a tuple) moved to
+    the hint's class, the first option that fits winning; None made what ``hint`` takes."""
     options = _union_members(hint)
-    if value is None:
-        if type(None) in options:
-            return None
-        if str in options or any(_is_str_like(o) for o in options):
-            return ""
-        if bytes in options:
-            return b""
-        raise TypeError(f"null where {hint!r} is not nullable")
+    null: object = _NOT_NULLABLE
+    if type(None) in options:
+        null = None
+    elif str in options or any(_is_str_like(o) for o in options):
+        null = ""
+    elif bytes in options:
+        null = b""
+    nested: list[tuple[bool, type[Any]]] = []  # (a tuple of them, the class)
     for option in options:
-        if dataclasses.is_dataclass(option) and dataclasses.is_dataclass(value):
-            return to_version(value, cast(type[Any], option))
-        if typing.get_origin(option) is tuple and isinstance(value, tuple):
+        if dataclasses.is_dataclass(option):
+            nested.append((False, cast(type[Any], option)))
+        elif typing.get_origin(option) is tuple:
             args = typing.get_args(option)
             if args and dataclasses.is_dataclass(args[0]):
-                item = cast(type[Any], args[0])
-                return tuple(to_version(v, item) for v in value)
-    return value
+                nested.append((True, cast(type[Any], args[0])))
+
+    def convert(value: object) -> object:
+        if value is None:
+            if null is _NOT_NULLABLE:
+                raise TypeError(f"null where {hint!r} is not nullable")
+            return null
+        for many, cls in nested:
+            if not many and dataclasses.is_dataclass(value):
+                return to_version(value, cls)
+            if many and isinstance(value, tuple):
+                return tuple(to_version(v, cls) for v in value)
+        return value
+
+    return convert
 
 
 def _union_members(hint: Any) -> tuple[Any, ...]:

@@ -67,6 +67,9 @@ T = TypeVar("T")
 
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: ids a broker gets per allocation.
 PRODUCER_ID_BLOCK_SIZE = 1000
+# A commit of more records than this (a topic of many partitions) is replayed into the
+# next image in a worker thread, not on the event loop.
+_RECORDS_REPLAYED_ON_LOOP = 200
 MAX_PRODUCER_ID = 2**63 - 1
 
 
@@ -220,9 +223,18 @@ class KRaftMetadataBackend:
     async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
         delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials,
                               self._acls)
-        for record in records:
-            delta.replay(record)
-        image = delta.apply()
+
+        def replay() -> ClusterImage:
+            for record in records:
+                delta.replay(record)
+            return delta.apply()
+
+        if len(records) > _RECORDS_REPLAYED_ON_LOOP:
+            # The delta reads the current image and builds a new one: nothing another
+            # task can see, and commits are serialized.
+            image = await asyncio.get_running_loop().run_in_executor(None, replay)
+        else:
+            image = replay()
         await self._metadata_log.append(records)
         self._next_producer_id = delta.next_producer_id
         self._scram_credentials = delta.scram_credentials

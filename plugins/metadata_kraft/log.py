@@ -104,12 +104,20 @@ class MetadataLog:
         if self._failure is not None:
             raise KafkaError(ErrorCode.kafka_storage_error, self._failure)
         base_offset = self._next_offset
-        data = encode_batch(base_offset, records)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._write, self._fd, data)
+        # Encoded in the worker too: a topic of thousands of partitions is thousands of
+        # records, and the event loop keeps serving meanwhile.
+        data = await loop.run_in_executor(None, self._encode_and_write, self._fd,
+                                          base_offset, records)
         self._size += len(data)
         self._next_offset += len(records)
         return base_offset
+
+    def _encode_and_write(self, fd: int, base_offset: int,
+                          records: Sequence[MetadataRecord]) -> bytes:
+        data = encode_batch(base_offset, records)
+        self._write(fd, data)
+        return data
 
     def _write(self, fd: int, data: bytes) -> None:
         try:

@@ -32,7 +32,7 @@ Entry = tuple[int, bytes | None, bytes | None]  # offset, key, value
 
 
 def create_compacted(bootstrap: str, name: str, **config: str) -> None:
-    topic_config = {"cleanup.policy": "compact", "segment.bytes": "1024",
+    topic_config = {"cleanup.policy": "compact", "internal.segment.bytes": "1024",
                     "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01",
                     **config}
     admin = AdminClient({"bootstrap.servers": bootstrap})

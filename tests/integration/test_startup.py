@@ -72,7 +72,7 @@ def _port_in_use() -> Iterator[int]:
      "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ("log.dirs=[]", "log.dirs", "a non-empty list"),
     ("num.partitions=3000000000", "num.partitions", "a 32-bit int"),
-    ("log.segment.bytes=10", "log.segment.bytes", "a value >= 14"),
+    ("log.segment.bytes=1048575", "log.segment.bytes", "a value >= 1048576"),
     ("log.retention.hours=-5", "log.retention.hours", "a value >= -1"),
     ("default.replication.factor=40000", "default.replication.factor", "[1, 32767]"),
     ("plugins.coordinator.offsets.topic.replication.factor=40000",

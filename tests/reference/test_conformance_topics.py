@@ -206,6 +206,29 @@ def create_with_an_invalid_config_value(pair: Pair, v: int) -> None:
                ErrorCode.invalid_config)
 
 
+def create_with_a_segment_below_the_minimum(pair: Pair, v: int) -> None:
+    """KIP-1030: segment.bytes is at least 1 MiB in Kafka 4 (14 bytes before)."""
+    answers = pair.send(create_topics(v, creatable(v, unique("ct-seg"),
+                                                   configs={"segment.bytes": "14"})))
+    same_configs(pair, answers)
+    kafka, kafkernel = answers.kafka.topics[0], answers.kafkernel.topics[0]
+    assert kafka.error_code == ErrorCode.invalid_config
+    assert kafkernel.error_message == kafka.error_message  # the same words, too
+    create_one(pair, v, creatable(v, unique("ct-seg1"), configs={"segment.bytes": "1048575"}),
+               ErrorCode.invalid_config)
+    create_one(pair, v, creatable(v, unique("ct-seg2"), configs={"segment.bytes": "1048576"}),
+               ErrorCode.none)
+
+
+def create_with_internal_segment_bytes(pair: Pair, v: int) -> None:
+    """Kafka's internal.segment.bytes, what its tests roll small segments with: accepted
+    at any size, never described."""
+    name = unique("ct-iseg")
+    create_one(pair, v, creatable(v, name, configs={"internal.segment.bytes": "1024"}),
+               ErrorCode.none)
+    same_configs(pair, pair.send(describe_configs(4, TOPIC_RESOURCE, name)))
+
+
 def create_with_a_null_config_value(pair: Pair, v: int) -> None:
     create_one(pair, v, creatable(v, unique("ct-null"), configs={"retention.ms": None}),
                ErrorCode.invalid_config)
@@ -500,6 +523,13 @@ def alter_to_an_invalid_value(pair: Pair, v: int) -> None:
             ErrorCode.invalid_config, check=name)
 
 
+def alter_a_segment_below_the_minimum(pair: Pair, v: int) -> None:
+    name = unique("ac-seg")
+    create_topic(pair, name)
+    altered(pair, alter_configs(v, name, {"segment.bytes": "14"}), ErrorCode.invalid_config,
+            check=name)
+
+
 def increment_topic_configs(pair: Pair, v: int) -> None:
     name = unique("iac")
     create_topic(pair, name, configs={"retention.ms": "1000"})
@@ -533,6 +563,16 @@ def increment_to_an_invalid_value(pair: Pair, v: int) -> None:
     name = unique("iac-value")
     create_topic(pair, name)
     altered(pair, incremental(v, name, ("retention.ms", SET, "soon")), ErrorCode.invalid_config)
+
+
+def increment_a_segment_below_the_minimum(pair: Pair, v: int) -> None:
+    name = unique("iac-seg")
+    create_topic(pair, name)
+    altered(pair, incremental(v, name, ("segment.bytes", SET, "14")),
+            ErrorCode.invalid_config, check=name)
+    # The broker's default too (validate_only: the shared brokers keep theirs).
+    pair.compare(incremental(v, "", ("log.segment.bytes", SET, "14"), validate_only=True,
+                             resource_type=BROKER_RESOURCE))
 
 
 def increment_with_an_invalid_operation(pair: Pair, v: int) -> None:
@@ -618,6 +658,8 @@ CASES: list[tuple[int, Case]] = [
     (CREATE_TOPICS, create_with_an_unknown_config),
     (CREATE_TOPICS, create_with_an_invalid_config_value),
     (CREATE_TOPICS, create_with_a_null_config_value),
+    (CREATE_TOPICS, create_with_a_segment_below_the_minimum),
+    (CREATE_TOPICS, create_with_internal_segment_bytes),
     (CREATE_TOPICS, create_with_assignments_and_partitions),
     (CREATE_TOPICS, create_with_an_unknown_broker_in_assignments),
     (CREATE_TOPICS, create_the_same_name_twice_in_one_request),
@@ -645,11 +687,13 @@ CASES: list[tuple[int, Case]] = [
     (ALTER_CONFIGS, alter_configs_of_an_unknown_topic),
     (ALTER_CONFIGS, alter_an_unknown_config),
     (ALTER_CONFIGS, alter_to_an_invalid_value),
+    (ALTER_CONFIGS, alter_a_segment_below_the_minimum),
     (INCREMENTAL_ALTER_CONFIGS, increment_topic_configs),
     (INCREMENTAL_ALTER_CONFIGS, increment_validate_only),
     (INCREMENTAL_ALTER_CONFIGS, increment_configs_of_an_unknown_topic),
     (INCREMENTAL_ALTER_CONFIGS, increment_an_unknown_config),
     (INCREMENTAL_ALTER_CONFIGS, increment_to_an_invalid_value),
+    (INCREMENTAL_ALTER_CONFIGS, increment_a_segment_below_the_minimum),
     (INCREMENTAL_ALTER_CONFIGS, increment_with_an_invalid_operation),
     (INCREMENTAL_ALTER_CONFIGS, increment_the_same_key_twice),
     (DESCRIBE_CLUSTER, describe_cluster),

@@ -15,6 +15,7 @@ from kernel.config import (
     to_kafka_string,
     validate_topic_configs,
 )
+from kernel.log.log_config import LogConfig
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -26,7 +27,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_dotted_and_quoted_keys_and_plugin_tables(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, """
 broker.id = 7
-"log.segment.bytes" = 2048
+"log.segment.bytes" = 2097152
 log.dirs = ["a", "b"]
 listeners = "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0"
 [plugins]
@@ -35,7 +36,7 @@ enabled = ["metadata_kraft", "metadata_kraft"]
 x = 1
 """))
     assert cfg.broker.broker_id == 7
-    assert cfg.broker.log_segment_bytes == 2048
+    assert cfg.broker.log_segment_bytes == 2097152
     assert cfg.broker.log_dirs == ["a", "b"]
     assert cfg.broker.listeners == ["PLAINTEXT://127.0.0.1:0", "OTHER://127.0.0.1:0"]
     assert cfg.enabled_plugins == ("metadata_kraft",)
@@ -145,3 +146,20 @@ def test_negative_retention_keeps_forever() -> None:
 def test_doubles_are_described_as_java_prints_them(value: float, java: str) -> None:
     """DescribeConfigs renders a DOUBLE as Kafka does, with Java's Double.toString."""
     assert to_kafka_string(value) == java
+
+
+def test_segment_bytes_minimum_and_the_internal_segment_size() -> None:
+    """KIP-1030: segment.bytes and log.segment.bytes are at least 1 MiB; Kafka's
+    internal.segment.bytes (for tests) has no minimum and is the segment size when set;
+    a config stored before the minimum still resolves."""
+    with pytest.raises(ConfigError, match="segment.bytes: 14 is not allowed"):
+        validate_topic_configs({"segment.bytes": "14"})
+    with pytest.raises(ConfigError, match="log.segment.bytes"):
+        load_config(None, ["log.segment.bytes=1048575"])
+    assert validate_topic_configs({"segment.bytes": "1048576"}) == {"segment.bytes": "1048576"}
+    assert validate_topic_configs({"internal.segment.bytes": "100"}) == {
+        "internal.segment.bytes": "100"}
+    config = LogConfig.from_broker(BrokerConfig(), {"internal.segment.bytes": "100",
+                                                    "segment.bytes": "14"})
+    assert config.segment_bytes == 100
+    assert LogConfig.from_broker(BrokerConfig(), {"segment.bytes": "14"}).segment_bytes == 14

@@ -1,5 +1,5 @@
 """Record-level validation of a leader append (Kafka's LogValidator): compressed batches
-are inflated within max.message.bytes and every record walked; compacted topics need
+are inflated within socket.request.max.bytes and every record walked; compacted topics need
 keys. Batches here carry a valid CRC-32C, so only this validation stands between them
 and the log."""
 
@@ -121,14 +121,19 @@ def bomb(codec: Compression, size: int) -> bytes:
 
 
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
-def test_inflating_past_max_message_bytes_is_message_too_large(codec: Compression) -> None:
+def test_max_message_bytes_bounds_the_batch_as_sent_not_inflated(codec: Compression) -> None:
+    """As Kafka: a small compressed batch may inflate past max.message.bytes; the
+    inflation stops at max_inflated_bytes (socket.request.max.bytes), a bomb's bound."""
     limit = 64 * 1024
-    section_limit = limit - RECORD_BATCH_OVERHEAD
-    append(raw_batch(codec, bomb(codec, section_limit), 1), max_message_bytes=limit)
-    error = refusal(raw_batch(codec, bomb(codec, section_limit + 1), 1),
-                    max_message_bytes=limit)
+    inflated = 256 * 1024
+    append(raw_batch(codec, bomb(codec, 3 * limit), 1), max_message_bytes=limit,
+           max_inflated_bytes=inflated)
+    append(raw_batch(codec, bomb(codec, inflated), 1), max_message_bytes=limit,
+           max_inflated_bytes=inflated)
+    error = refusal(raw_batch(codec, bomb(codec, inflated + 1), 1),
+                    max_message_bytes=limit, max_inflated_bytes=inflated)
     assert error.error_code == ErrorCode.message_too_large
-    assert "max.message.bytes" in (error.message or "")
+    assert "socket.request.max.bytes" in (error.message or "")
 
 
 def test_count_that_lies_is_invalid_record() -> None:
