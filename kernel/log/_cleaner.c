@@ -538,7 +538,7 @@ static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *args)
     if (n_kept == count && base == first_timestamp && !stamped) {
         Py_INCREF(out);
     } else {
-        /* each kept record: a new length, its attributes, the new timestamp delta, and
+        /* each kept record: a new length, attributes 0, the new timestamp delta, and
          * the rest of it (offset delta, key, value, headers) as it was */
         int64_t shift = (int64_t)(first_timestamp - base);
         for (Py_ssize_t i = 0; i < n_kept; i++) {
@@ -555,7 +555,7 @@ static PyObject *OffsetMap_retain_records(OffsetMap *self, PyObject *args)
                 int64_t delta = r->timestamp_delta + shift;
                 Py_ssize_t length = 1 + zigzag_size(delta) + (r->end - r->after_ts);
                 w = write_zigzag(w, length);
-                *w++ = data[r->ts_start - 1]; /* attributes */
+                *w++ = 0; /* attributes: unused; Kafka writes 0, as the Python walk does */
                 w = write_zigzag(w, delta);
                 memcpy(w, data + r->after_ts, (size_t)(r->end - r->after_ts));
                 w += r->end - r->after_ts;
