@@ -22,8 +22,14 @@ from kernel.log.local_log import DELETE_DIR_SUFFIX, MAX_OPEN_INACTIVE_SEGMENTS
 # A segment's .log descriptor, and before Python 3.13 the duplicate each mmap keeps of
 # its .index and .timeindex (see kernel/log/index.py).
 FILES_PER_SEGMENT = 1 if sys.version_info >= (3, 13) else 3
-# The active segment stays open; a few inactive ones stay open after a read.
-FILES_PER_PARTITION = (1 + MAX_OPEN_INACTIVE_SEGMENTS) * FILES_PER_SEGMENT
+# Every partition keeps its active segment open.
+FILES_PER_PARTITION = FILES_PER_SEGMENT
+# A read of an old segment keeps a few inactive ones open. Reserving that for every
+# partition would leave a broker of 4,000 partitions no room for clients under a limit
+# of 20,000 (what Kafka itself needs is one descriptor per segment of every partition):
+# the reserve covers reads of this many partitions' old segments at once.
+READ_PARTITIONS = 256
+FILES_PER_READ_PARTITION = MAX_OPEN_INACTIVE_SEGMENTS * FILES_PER_SEGMENT
 # The interpreter and its event loop (stdio, epoll, wake-up pipes, the signal socket),
 # the metadata plugin's log, the metrics endpoint and a few scrapes of it, plugins'
 # odd files: a margin that also covers the descriptor an accept takes.
@@ -64,6 +70,7 @@ class DescriptorReserve:
         """Descriptors kept for the broker's work with ``partitions`` hosted and
         ``brokers`` other brokers to link to."""
         return (self.fixed + partitions * FILES_PER_PARTITION
+                + min(partitions, READ_PARTITIONS) * FILES_PER_READ_PARTITION
                 + max(brokers, 0) * LINKS_PER_BROKER)
 
     def client_room(self, partitions: int, brokers: int) -> int | None:
@@ -111,4 +118,5 @@ def describe_room(reserve: DescriptorReserve, partitions: int, brokers: int) -> 
     return (f"the open files limit (RLIMIT_NOFILE {reserve.limit}) leaves room for {room} "
             f"client connections beside the {reserve.reserved(partitions, brokers)} "
             f"descriptors kept for the broker's own work ({partitions} partitions, "
-            f"{FILES_PER_PARTITION} files each at most)")
+            f"{FILES_PER_PARTITION} files each, and reads of old segments of "
+            f"{READ_PARTITIONS} of them at once)")

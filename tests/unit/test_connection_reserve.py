@@ -15,8 +15,10 @@ from kernel.network.descriptors import (
     FILES_PER_LOG_DIR,
     FILES_PER_LOG_WORKER,
     FILES_PER_PARTITION,
+    FILES_PER_READ_PARTITION,
     LINKS_PER_BROKER,
     PROCESS_FILES,
+    READ_PARTITIONS,
     DescriptorReserve,
     describe_room,
     partitions_on_disk,
@@ -36,8 +38,18 @@ def test_the_reserve_adds_the_broker_s_own_needs() -> None:
     assert reserve.reserved(0, 0) == fixed
     # Each partition keeps its active segment and a few read ones open; each other
     # broker is a fetcher link and a pool of channel connections.
-    assert reserve.reserved(50, 2) == fixed + 50 * FILES_PER_PARTITION + 2 * LINKS_PER_BROKER
+    assert reserve.reserved(50, 2) == (fixed + 50 * (FILES_PER_PARTITION
+                                                     + FILES_PER_READ_PARTITION)
+                                       + 2 * LINKS_PER_BROKER)
     assert reserve.client_room(50, 2) == 3000 - reserve.reserved(50, 2)
+    # Old segments are reserved for the reads of READ_PARTITIONS partitions at once:
+    # beyond that, a partition adds its active segment only.
+    many = READ_PARTITIONS + 100
+    assert reserve.reserved(many, 0) - reserve.reserved(many - 1, 0) == FILES_PER_PARTITION
+    # A broker of 4,000 partitions under a limit of 20,000 still has room for clients.
+    big = DescriptorReserve.at_start(limit=20_000, listening_sockets=2, log_dirs=1,
+                                     log_workers=2, cleaner_threads=1)
+    assert (big.client_room(4_000, 2) or 0) > 5_000
     # More partitions leave clients less room, never less than none.
     assert reserve.client_room(10_000, 0) == 0
     assert DescriptorReserve(None, fixed).client_room(50, 2) is None
@@ -46,7 +58,7 @@ def test_the_reserve_adds_the_broker_s_own_needs() -> None:
 def test_the_room_is_said_in_one_line() -> None:
     reserve = DescriptorReserve(3000, 200)
     line = describe_room(reserve, 10, 0)
-    assert f"leaves room for {3000 - 200 - 10 * FILES_PER_PARTITION} client connections" in line
+    assert f"leaves room for {3000 - reserve.reserved(10, 0)} client connections" in line
     assert "RLIMIT_NOFILE 3000" in line
     assert "not bounded" in describe_room(DescriptorReserve(None, 200), 10, 0)
 
