@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from kernel.testing.embedded import EmbeddedBroker
+from kernel.testing.embedded import DEFAULT_PLUGINS, EmbeddedBroker
+from reference import tools
 from reference.kafka import ReferenceKafka
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 from tests.reference.conformance import body, part
@@ -187,8 +188,10 @@ CASES: list[Callable[[str], Any]] = [
 @pytest.fixture(scope="module")
 def quota_kafkernel() -> Any:
     """A broker of this module's own: the cases see every quota they and no other module
-    set, as on the reference Kafka, where no other module sets quotas."""
-    with EmbeddedBroker() as broker:
+    set, as on the reference Kafka, where no other module sets quotas. With auth_sasl,
+    which serves DescribeUserScramCredentials: kafka-configs asks it when it describes
+    a user, as Kafka always serves it."""
+    with EmbeddedBroker(plugins=(*DEFAULT_PLUGINS, "auth_sasl")) as broker:
         yield broker
 
 
@@ -196,3 +199,48 @@ def quota_kafkernel() -> Any:
 def test_client_quotas_conformance(case: Callable[[str], Any], reference_kafka: ReferenceKafka,
                                    quota_kafkernel: EmbeddedBroker) -> None:
     assert case(quota_kafkernel.bootstrap) == case(reference_kafka.bootstrap)
+
+
+# kafka-configs' quota forms, run against both brokers: its output and exit code.
+CONFIGS_SCRIPT: list[tuple[str, ...]] = [
+    ("--alter", "--entity-type", "users", "--entity-name", "cfg-user",
+     "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"),
+    ("--alter", "--entity-type", "clients", "--entity-default",
+     "--add-config", "request_percentage=25"),
+    ("--alter", "--entity-type", "users", "--entity-name", "cfg-user",
+     "--entity-type", "clients", "--entity-name", "cfg-client",
+     "--add-config", "controller_mutation_rate=5"),
+    ("--alter", "--entity-type", "ips", "--entity-name", "10.9.8.7",
+     "--add-config", "connection_creation_rate=7"),
+    ("--describe", "--entity-type", "users", "--entity-name", "cfg-user"),
+    ("--describe", "--entity-type", "clients", "--entity-default"),
+    ("--describe", "--entity-type", "users", "--entity-name", "cfg-user",
+     "--entity-type", "clients", "--entity-name", "cfg-client"),
+    ("--describe", "--entity-type", "ips", "--entity-name", "10.9.8.7"),
+    ("--alter", "--entity-type", "users", "--entity-name", "cfg-user",
+     "--delete-config", "consumer_byte_rate"),
+    ("--describe", "--entity-type", "users", "--entity-name", "cfg-user"),
+    ("--alter", "--entity-type", "users", "--entity-name", "cfg-user",
+     "--add-config", "producer_byte_rate=1.5"),
+]
+
+
+def _configs_tool(bootstrap: str) -> list[tuple[int, list[str]]]:
+    outcomes = []
+    for args in CONFIGS_SCRIPT:
+        result = tools.run(tools.CONFIG_COMMAND, "--bootstrap-server", bootstrap, *args)
+        # The error's first lines (the rest is the tool's usage text or a stack trace).
+        error = [line.replace(bootstrap, "<bootstrap>") for line in result.stderr.splitlines()
+                 if "Error" in line or "Exception:" in line][:2]
+        outcomes.append((result.returncode, result.stdout.strip().splitlines() + error))
+        time.sleep(SETTLE_S)
+    return outcomes
+
+
+def test_kafka_configs_quota_forms(reference_kafka: ReferenceKafka,
+                                   quota_kafkernel: EmbeddedBroker) -> None:
+    ours = _configs_tool(quota_kafkernel.bootstrap)
+    assert ours == _configs_tool(reference_kafka.bootstrap)
+    assert ours[4][1] == ["Quota configs for user-principal 'cfg-user' are "
+                          "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0"], ours
+    assert any("cannot be a fractional value" in line for line in ours[10][1]), ours
