@@ -9,6 +9,8 @@ awaitable and the connection holds back later requests until it resolves.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import inspect
 import time
 from collections.abc import Awaitable
@@ -16,8 +18,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from kernel.handlers.api_versions import unsupported_version_response
 from kernel.metrics import BrokerMetrics
+from kernel.network.client_quota_manager import ClientQuotaManager
 from kernel.protocol.build import has_field
 from kernel.protocol.codec import (
     InvalidRequest,
@@ -38,6 +42,14 @@ API_VERSIONS = 18
 PRE_AUTH_APIS = frozenset({17, 18, 36})
 
 ResponseBytes = bytes | ResponseFrame | None
+PRODUCE = 0
+FETCH = 1
+
+
+def _replica_id(request: Any) -> int:
+    """A Fetch's replica id (in replica_state from v15); consumers send -1."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
 class RequestDispatcher:
@@ -56,6 +68,8 @@ class RequestDispatcher:
         self._answer_types: set[type] = {type(None)}
         self.recent_requests = RecentRequests()
         self.recent_responses = RecentResponses()
+        self.client_quotas = ClientQuotaManager(lambda: services.metadata.client_quotas(),
+                                                metrics)
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session
@@ -98,12 +112,14 @@ class RequestDispatcher:
             )
         if type(result) not in self._answer_types:
             if inspect.isawaitable(result):
-                return self._finish_later(ctx, result, started)
+                return self._finish_later(ctx, body, result, started)
             self._answer_types.add(type(result))
+        if ctx.api_key <= FETCH:
+            result = self._throttled(ctx, body, result)
         return self._finish(ctx, result, started)
 
     async def _finish_later(
-        self, ctx: RequestContext, pending: Awaitable[Any], started: float
+        self, ctx: RequestContext, request: Any, pending: Awaitable[Any], started: float
     ) -> ResponseBytes:
         try:
             result = await pending
@@ -114,7 +130,39 @@ class RequestDispatcher:
         except Exception:
             self._log.exception("handler failed", api_key=ctx.api_key, api_version=ctx.api_version)
             result = self._error_response(ctx, ErrorCode.unknown_server_error, None)
+        if ctx.api_key <= FETCH:
+            result = self._throttled(ctx, request, result)
         return self._finish(ctx, result, started)
+
+    def _throttled(self, ctx: RequestContext, request: Any, response: Any) -> Any:
+        """Produce and Fetch bytes recorded against the client's byte-rate quota (Kafka
+        records the produce request's size and the fetch answer's record bytes; a
+        follower's fetch is exempt); over it, the answer carries the throttle time and
+        the connection is muted that long once it is written (KIP-219)."""
+        if ctx.api_key == PRODUCE:
+            key, size = PRODUCER_BYTE_RATE, ctx.size
+        elif _replica_id(request) >= 0 or response is None:
+            return response
+        else:
+            key = CONSUMER_BYTE_RATE
+            size = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
+        throttle_ms = self.client_quotas.record(key, ctx.session.principal, ctx.client_id,
+                                                size)
+        if throttle_ms <= 0:
+            return response
+        ctx.session.throttle_after_response_ms = throttle_ms
+        if response is None:  # acks=0: no answer, the mute alone throttles
+            return None
+        throttle_time = datetime.timedelta(milliseconds=throttle_ms)
+        if key == PRODUCER_BYTE_RATE:
+            return dataclasses.replace(response, throttle_time=throttle_time)
+        # Kafka's throttled fetch answer holds no partitions; the slices go back now.
+        for topic in response.responses:
+            for partition in topic.partitions:
+                release = getattr(partition.records, "release", None)
+                if release is not None:
+                    release()
+        return dataclasses.replace(response, throttle_time=throttle_time, responses=())
 
     def _finish(self, ctx: RequestContext, body: Any, started: float) -> ResponseBytes:
         if body is None:
