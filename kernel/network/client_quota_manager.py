@@ -104,6 +104,15 @@ class ClientQuotaManager:
         self._resolved[(key, user, client_id)] = result
         return result
 
+    def max_bytes_in_window(self, key: str, principal: str | None,
+                            client_id: str | None) -> float | None:
+        """Kafka's getMaxValueInQuotaWindow: the most one answer may carry, the quota
+        times quota.window.num - 1 windows (None: no quota applies)."""
+        resolved = self._resolve(key, (principal or "").removeprefix("User:"), client_id or "")
+        if resolved is None:
+            return None
+        return resolved[0] * (QUOTA_WINDOW_NUM - 1) * QUOTA_WINDOW_MS / 1000
+
     def record(self, key: str, principal: str | None, client_id: str | None,
                value: int) -> int:
         """Record ``value`` bytes for the client; the throttle time in ms (0: none). A

@@ -98,6 +98,8 @@ class RequestDispatcher:
             self._services, self._authorize, session, api_key, api_version, correlation_id,
             client_id, len(frame), self._authorize_by_resource_type, self.recent_responses,
         )
+        if api_key == FETCH:
+            body = self._fetch_within_quota(ctx, body)
         started = time.perf_counter()
         try:
             result = route.handler(ctx, body)
@@ -133,6 +135,19 @@ class RequestDispatcher:
         if ctx.api_key <= FETCH:
             result = self._throttled(ctx, request, result)
         return self._finish(ctx, result, started)
+
+    def _fetch_within_quota(self, ctx: RequestContext, request: Any) -> Any:
+        """A consumer's fetch asks for no more than its quota allows in the windows, as
+        Kafka bounds fetch.max.bytes, so one answer is never throttled away whole."""
+        if _replica_id(request) >= 0:
+            return request
+        limit = self.client_quotas.max_bytes_in_window(
+            CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
+        if limit is None or request.max_bytes <= limit:
+            return request
+        max_bytes = int(limit)
+        return dataclasses.replace(request, max_bytes=max_bytes,
+                                   min_bytes=min(request.min_bytes, max_bytes))
 
     def _throttled(self, ctx: RequestContext, request: Any, response: Any) -> Any:
         """Produce and Fetch bytes recorded against the client's byte-rate quota (Kafka
