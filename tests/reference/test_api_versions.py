@@ -195,16 +195,14 @@ def test_every_advertised_key_has_conformance_cases() -> None:
         test_conformance_groups,
         test_conformance_log,
         test_conformance_markers,
+        test_conformance_quotas,
         test_conformance_topics,
         test_conformance_txn,
     )
-    covered = {API_VERSIONS} | {key for module in (test_conformance_cluster,
-                                                   test_conformance_groups,
-                                                   test_conformance_log,
-                                                   test_conformance_markers,
-                                                   test_conformance_topics,
-                                                   test_conformance_txn)
-                                for key, _ in module.CASES}
+    modules = (test_conformance_cluster, test_conformance_groups, test_conformance_log,
+               test_conformance_markers, test_conformance_topics, test_conformance_txn)
+    covered = {API_VERSIONS, *test_conformance_quotas.KEYS} | {
+        key for module in modules for key, _ in module.CASES}
     assert covered >= set(ADVERTISED)
 
 
