@@ -302,13 +302,14 @@ class BrokerMetrics:
             ["quota", "user", "client_id"], registry=r,
         )
         self.client_quota_throttled = Counter(
-            "kafkernel_client_quota_throttled", "Answers throttled over a client byte-rate "
-            "quota (throttle_time_ms set, the connection muted that long).",
+            "kafkernel_client_quota_throttled", "Answers throttled over a client quota "
+            "(produce, fetch, request): throttle_time_ms set, the connection muted that "
+            "long.",
             ["quota", "user", "client_id"], registry=r,
         )
         self.client_quota_throttle_seconds = Counter(
             "kafkernel_client_quota_throttle_seconds", "Throttle time given over a client "
-            "byte-rate quota.", ["quota", "user", "client_id"], registry=r,
+            "quota.", ["quota", "user", "client_id"], registry=r,
         )
         self.request_pool_used = Gauge(
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "

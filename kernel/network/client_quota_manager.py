@@ -1,8 +1,11 @@
-"""Byte-rate client quotas enforced as Kafka's ClientQuotaManager does (KIP-13, KIP-219):
-each Produce request's size and each Fetch answer's record bytes are recorded against the
+"""Client quotas enforced as Kafka's ClientQuotaManager and ClientRequestQuotaManager do
+(KIP-13, KIP-124, KIP-219): each Produce request's size and each Fetch answer's record
+bytes, and (request_percentage) each request's handler time, are recorded against the
 quota that applies to the client, over quota.window.num (11) windows of
 quota.window.size.seconds (1 s); over the quota, the answer carries throttle_time_ms and
-the connection reads nothing for that long once the answer is out.
+the connection reads nothing for that long once the answer is out. Kafka measures a
+request's time on its request handler threads; here it is the handler's time on the
+event loop (its coroutine's steps, not its waits, nor tasks it hands work to).
 
 Which quota applies, and so which clients share one rate, is Kafka's order of
 precedence: /users/<user>/clients/<client-id>, /users/<user>/clients/<default>,
@@ -19,6 +22,7 @@ from kernel.client_quotas import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
     USER,
     QuotaEntity,
     QuotaValues,
@@ -29,14 +33,15 @@ from kernel.network.quotas import QUOTA_WINDOW_MS, QUOTA_WINDOW_NUM, ConnectionR
 # Kafka's ClientQuotaManager drops a client's sensors after an hour without traffic.
 INACTIVE_SENSOR_S = 3600.0
 PRUNE_EVERY_S = 60.0
-QUOTA_NAMES = {PRODUCER_BYTE_RATE: "produce", CONSUMER_BYTE_RATE: "fetch"}
+QUOTA_NAMES = {PRODUCER_BYTE_RATE: "produce", CONSUMER_BYTE_RATE: "fetch",
+               REQUEST_PERCENTAGE: "request"}
 
 Tags = tuple[str, str]  # (user, client-id), "" where the quota is not per that part
 
 
 class ByteRate(ConnectionRate):
-    """Kafka's Rate over bytes: the connection-rate windows, with a value per record and
-    the byte-rate managers' unbounded throttle time (QuotaUtils.throttleTime)."""
+    """Kafka's Rate over a value (bytes, or handler time): the connection-rate windows,
+    with a value per record and QuotaUtils.throttleTime, unbounded."""
 
     def record_bytes(self, now_ms: int, value: float) -> int:
         self._purge(now_ms)
@@ -85,6 +90,8 @@ class ClientQuotaManager:
         self._resolved: dict[tuple[str, str, str], tuple[float, Tags] | None] = {}
         self._sensors: dict[tuple[str, Tags], tuple[ByteRate, float]] = {}
         self._pruned_at = clock()
+        self._seen_keys_of: Mapping[QuotaEntity, QuotaValues] | None = None
+        self._keys: set[str] = set()
 
     def _resolve(self, key: str, user: str, client_id: str) -> tuple[float, Tags] | None:
         quotas = self._quotas()
@@ -113,30 +120,56 @@ class ClientQuotaManager:
             return None
         return resolved[0] * (QUOTA_WINDOW_NUM - 1) * QUOTA_WINDOW_MS / 1000
 
+    def applies(self, key: str) -> bool:
+        """Whether any entity has a value for ``key`` (no quota: nothing to measure)."""
+        quotas = self._quotas()
+        if quotas is not self._seen_keys_of:
+            self._seen_keys_of = quotas
+            self._keys = {k for values in quotas.values() for k in values}
+        return key in self._keys
+
     def record(self, key: str, principal: str | None, client_id: str | None,
-               value: int) -> int:
-        """Record ``value`` bytes for the client; the throttle time in ms (0: none). A
-        throttled fetch's bytes are taken back: its answer carries no records."""
+               value: float) -> int:
+        """Record ``value`` (bytes; for request_percentage, percent-seconds of handler
+        time) for the client; the throttle time in ms (0: none). Kafka bounds a request
+        quota's throttle to one window, not a byte rate's."""
+        sensor = self._sensor(key, principal, client_id)
+        if sensor is None:
+            return 0
+        rate, tags = sensor
+        throttle_ms = rate.record_bytes(int(self._clock() * 1000), value)
+        if key == REQUEST_PERCENTAGE:
+            throttle_ms = min(throttle_ms, QUOTA_WINDOW_MS)
+        # Bytes a throttled fetch does not send are not counted (the dispatcher takes
+        # them back from the rate); request quotas count no bytes.
+        counted = 0 if key == REQUEST_PERCENTAGE or (
+            key == CONSUMER_BYTE_RATE and throttle_ms > 0) else value
+        self._metrics.client_quota_recorded(QUOTA_NAMES[key], tags, counted, throttle_ms)
+        return throttle_ms
+
+    def unrecord(self, key: str, principal: str | None, client_id: str | None,
+                 value: float) -> None:
+        """Take back what ``record`` counted (a throttled fetch answers no records, as
+        Kafka's unrecordQuotaSensor)."""
+        sensor = self._sensor(key, principal, client_id)
+        if sensor is not None:
+            sensor[0].unrecord(value)
+
+    def _sensor(self, key: str, principal: str | None, client_id: str | None,
+                ) -> tuple[ByteRate, Tags] | None:
         user = (principal or "").removeprefix("User:")
         resolved = self._resolve(key, user, client_id or "")
         if resolved is None:
-            return 0
+            return None
         quota, tags = resolved
         now = self._clock()
-        sensor_key = (key, tags)
-        entry = self._sensors.get(sensor_key)
+        entry = self._sensors.get((key, tags))
         rate = ByteRate(quota, QUOTA_WINDOW_NUM, QUOTA_WINDOW_MS) if entry is None else entry[0]
         rate.quota = quota  # an altered quota applies to the rate measured so far
-        self._sensors[sensor_key] = (rate, now)
-        throttle_ms = rate.record_bytes(int(now * 1000), value)
-        if throttle_ms > 0 and key == CONSUMER_BYTE_RATE:
-            rate.unrecord(value)
-        self._metrics.client_quota_recorded(
-            QUOTA_NAMES[key], tags, 0 if throttle_ms > 0 and key == CONSUMER_BYTE_RATE
-            else value, throttle_ms)
+        self._sensors[(key, tags)] = (rate, now)
         if now - self._pruned_at > PRUNE_EVERY_S:
             self._prune(now)
-        return throttle_ms
+        return rate, tags
 
     def _prune(self, now: float) -> None:
         self._pruned_at = now

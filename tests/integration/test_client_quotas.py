@@ -11,6 +11,7 @@ import time
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v9.request import MetadataRequest
 from prometheus_client import generate_latest
 
 from kernel.testing.embedded import EmbeddedBroker
@@ -69,3 +70,46 @@ def test_a_consumer_over_its_quota_is_throttled_and_muted(broker: EmbeddedBroker
     assert ('kafkernel_client_quota_throttled_total{client_id="slow",quota="fetch",user=""} '
             '1.0') in text, text
     assert 'kafkernel_client_quota_bytes_total{client_id="slow",quota="fetch",user=""}' in text
+
+
+def test_a_request_quota_throttles_on_handler_time(broker: EmbeddedBroker) -> None:
+    """request_percentage: the handlers' time on the event loop (Kafka: its request
+    threads' time) over the quota throttles any API with a throttle_time_ms, at most
+    one window (1 s)."""
+    alter(broker.bootstrap, [([(CLIENT, "busy")], [("request_percentage", 0.01)])])
+    # 0.01 % of 10 s is 1 ms of handler time: a few hundred Metadata requests pass it.
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                              include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False)
+    throttles = []
+    with connect(broker.bootstrap) as sock:
+        sock.settimeout(30)
+        for correlation_id in range(2000):
+            sock.sendall(encode_request(request, correlation_id=correlation_id,
+                                        client_id="busy"))
+            frame = recv_frame(sock)
+            assert frame is not None
+            throttle = decode_response(frame, 3, 9)[1].throttle_time.total_seconds()
+            if throttle:
+                throttles.append(throttle)
+                break
+    assert throttles and 0 < throttles[0] <= 1.0, throttles
+    assert broker.broker is not None
+    assert broker.broker.metrics.registry.get_sample_value(
+        "kafkernel_client_quota_throttled_total",
+        {"quota": "request", "user": "", "client_id": "busy"}) == 1.0
+
+
+def test_awaiting_handlers_are_timed_and_answered(broker: EmbeddedBroker) -> None:
+    """Under a request quota, handlers that wait (acks=all Produce, long-poll Fetch) are
+    measured step by step and answer as before."""
+    alter(broker.bootstrap, [([(CLIENT, None)], [("request_percentage", 1000.0)])])
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                         "client.id": "timed"})
+    for i in range(50):
+        producer.produce("timed-topic", f"v{i}".encode())
+    assert producer.flush(30) == 0
+    assert broker.broker is not None
+    assert broker.broker.metrics.registry.get_sample_value(
+        "kafkernel_client_quota_throttled_total",
+        {"quota": "request", "user": "", "client_id": "timed"}) is None

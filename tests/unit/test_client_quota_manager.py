@@ -75,3 +75,10 @@ def test_an_altered_quota_applies_to_the_rate_so_far_and_old_bytes_expire() -> N
     assert m.record(P, None, "c", int(MB)) == 0  # 1.1 MB/s is under 2 MB/s
     clock.now += 12  # every window of those bytes has expired
     assert m.record(P, None, "c", int(19 * MB)) == 0
+
+
+def test_a_request_quota_throttles_at_most_one_window() -> None:
+    # request_percentage 10: 1 s of handler time per 10 s; 100 % for 20 s is far over.
+    m, _ = manager({(("client-id", "c"),): {"request_percentage": 10.0}})
+    assert m.applies("request_percentage") and not m.applies(P)
+    assert m.record("request_percentage", None, "c", 2000.0) == 1000
