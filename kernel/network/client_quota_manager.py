@@ -120,6 +120,11 @@ class ClientQuotaManager:
             return None
         return resolved[0] * (QUOTA_WINDOW_NUM - 1) * QUOTA_WINDOW_MS / 1000
 
+    @property
+    def active(self) -> bool:
+        """Whether any quota is set: without one, requests pay nothing for quotas."""
+        return bool(self._quotas())
+
     def applies(self, key: str) -> bool:
         """Whether any entity has a value for ``key`` (no quota: nothing to measure)."""
         quotas = self._quotas()

@@ -135,10 +135,11 @@ class RequestDispatcher:
             self._services, self._authorize, session, api_key, api_version, correlation_id,
             client_id, len(frame), self._authorize_by_resource_type, self.recent_responses,
         )
-        if api_key == FETCH:
+        quotas_on = self.client_quotas.active
+        if quotas_on and api_key == FETCH:
             body = self._fetch_within_quota(ctx, body)
         # The handler's time counts only where a request quota could apply.
-        timed = api_key not in QUOTA_EXEMPT_APIS and self.client_quotas.applies(
+        timed = quotas_on and api_key not in QUOTA_EXEMPT_APIS and self.client_quotas.applies(
             REQUEST_PERCENTAGE)
         started = time.perf_counter()
         try:
@@ -158,7 +159,7 @@ class RequestDispatcher:
                     return self._finish_later(ctx, body, _Timed(result), started)
                 return self._finish_later(ctx, body, result, started)
             self._answer_types.add(type(result))
-        if api_key <= FETCH or timed:
+        if quotas_on and (api_key <= FETCH or timed):
             result = self._throttled(ctx, body, result,
                                      time.perf_counter() - started if timed else None)
         return self._finish(ctx, result, started)
@@ -176,7 +177,7 @@ class RequestDispatcher:
             self._log.exception("handler failed", api_key=ctx.api_key, api_version=ctx.api_version)
             result = self._error_response(ctx, ErrorCode.unknown_server_error, None)
         timed = isinstance(pending, _Timed)
-        if ctx.api_key <= FETCH or timed:
+        if self.client_quotas.active and (ctx.api_key <= FETCH or timed):
             result = self._throttled(ctx, request, result,
                                      pending.seconds if isinstance(pending, _Timed) else None)
         return self._finish(ctx, result, started)
