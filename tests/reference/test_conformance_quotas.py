@@ -6,6 +6,7 @@ brokers, so the match types that span every entity see the same quotas on both."
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ import pytest
 from kernel.testing.embedded import DEFAULT_PLUGINS, EmbeddedBroker
 from reference import tools
 from reference.kafka import ReferenceKafka
+from tests.integration.admin_cli import kafkernel
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 from tests.reference.conformance import body, part
 
@@ -247,3 +249,36 @@ def test_kafka_configs_quota_forms(reference_kafka: ReferenceKafka,
     assert ours[4][1] == ["Quota configs for user-principal 'cfg-user' are "
                           "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0"], ours
     assert any("cannot be a fractional value" in line for line in ours[10][1]), ours
+
+
+def _quota_commands(bootstrap: str) -> list[tuple[int, Any]]:
+    """`kafkernel quota` list, set and delete: exit codes, and the JSON or the error."""
+    script: list[tuple[str, ...]] = [
+        ("set", "--user", "cli-user", "producer_byte_rate=1048576", "consumer_byte_rate=2e6"),
+        ("set", "--user", "cli-user", "--client-id", "cli-c", "request_percentage=25"),
+        ("set", "--client-id-default", "controller_mutation_rate=5", "--validate-only"),
+        ("list", "--user", "cli-user"),
+        ("list", "--user", "cli-user", "--strict"),
+        ("delete", "--user", "cli-user", "consumer_byte_rate"),
+        ("list", "--user", "cli-user", "--strict"),
+        ("set", "--user", "cli-user", "producer_byte_rate=1.5"),
+        ("set", "--ip", "10.3.2.1", "connection_creation_rate=9"),
+        ("list", "--ip", "10.3.2.1"),
+    ]
+    seen = []
+    for argv in script:
+        ran = kafkernel(bootstrap, "quota", *argv, "-o", "json")
+        seen.append((ran.code, json.loads(ran.out) if ran.code == 0 else ran.err.strip()))
+        time.sleep(SETTLE_S)
+    return seen
+
+
+def test_quota_commands_answer_as_on_kafka(reference_kafka: ReferenceKafka,
+                                           quota_kafkernel: EmbeddedBroker) -> None:
+    ours = _quota_commands(quota_kafkernel.bootstrap)
+    assert ours == _quota_commands(reference_kafka.bootstrap)
+    assert ours[4][1] == [
+        {"entity": "user=cli-user", "key": "consumer_byte_rate", "value": 2000000.0},
+        {"entity": "user=cli-user", "key": "producer_byte_rate", "value": 1048576.0}]
+    assert ours[7] == (1, "kafkernel: user=cli-user: producer_byte_rate cannot be a "
+                          "fractional value.")
