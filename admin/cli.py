@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from admin import cluster, groups, records, security, topics
+from admin import cluster, groups, quotas, records, security, topics
 from admin.client import add_client_arguments, admin_client, client_options
 from admin.errors import AdminError
 from admin.output import emit
@@ -14,7 +14,7 @@ from admin.output import emit
 
 def add_parsers(sub: Any, config_commands: Any) -> None:
     """``topic``, ``group``, ``cluster``, broker ``config describe|alter``, ``produce``,
-    ``consume``, ``user`` and ``acl``."""
+    ``consume``, ``user``, ``acl`` and ``quota``."""
     common = argparse.ArgumentParser(add_help=False)
     add_client_arguments(common)
     common.set_defaults(func=run)
@@ -23,6 +23,7 @@ def add_parsers(sub: Any, config_commands: Any) -> None:
     cluster.add_parsers(sub, common, config_commands)
     records.add_parsers(sub, common)
     security.add_parsers(sub, common)
+    quotas.add_parsers(sub, common)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from kernel.client_quotas import QuotaEntity, QuotaValues
 from kernel.protocol.errors import ErrorCode, KafkaError
 
 NO_LEADER = -1
@@ -273,6 +274,19 @@ class MetadataBackend(Protocol):
     ) -> None:
         """Store and remove SCRAM credentials in one metadata change, as Kafka's
         ScramControlManager writes (Remove)UserScramCredentialRecords."""
+
+    def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
+        """Quota entity -> its quotas (key -> value), as the metadata holds them. The
+        mapping is replaced, never changed in place, so a reader can tell a change by
+        identity."""
+        ...
+
+    async def alter_client_quotas(
+        self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
+    ) -> None:
+        """Set (a value) or remove (None) quota keys of entities the caller checked, in
+        one metadata change (Kafka's ClientQuotaControlManager writes ClientQuotaRecords;
+        on ZooKeeper, the entities' /config znodes)."""
 
     def acls(self) -> Mapping[uuid.UUID, AclBinding]:
         """ACL id -> binding, as the metadata log holds them. The mapping is replaced,

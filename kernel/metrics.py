@@ -298,6 +298,23 @@ class BrokerMetrics:
             "kafkernel_connection_throttle_seconds", "Time the acceptor held connections "
             "over max.connection.creation.rate.", ["listener"], registry=r,
         )
+        # Per quota entity (Kafka's user/client-id sensor tags; "" where the quota is
+        # not per that part), for the clients a byte-rate quota applies to.
+        self.client_quota_bytes = Counter(
+            "kafkernel_client_quota_bytes", "Bytes recorded against a client byte-rate "
+            "quota (produce: request sizes; fetch: record bytes answered).",
+            ["quota", "user", "client_id"], registry=r,
+        )
+        self.client_quota_throttled = Counter(
+            "kafkernel_client_quota_throttled", "Answers throttled over a client quota "
+            "(produce, fetch, request): throttle_time_ms set, the connection muted that "
+            "long.",
+            ["quota", "user", "client_id"], registry=r,
+        )
+        self.client_quota_throttle_seconds = Counter(
+            "kafkernel_client_quota_throttle_seconds", "Throttle time given over a client "
+            "quota.", ["quota", "user", "client_id"], registry=r,
+        )
         self.request_pool_used = Gauge(
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
             "handled, across connections (bounded by queued.max.request.bytes).", registry=r,
@@ -393,6 +410,13 @@ class BrokerMetrics:
             seconds.inc(ms / 1000)
 
         return throttled
+
+    def client_quota_recorded(self, quota: str, tags: tuple[str, str], size: int,
+                              throttle_ms: int) -> None:
+        self.client_quota_bytes.labels(quota, *tags).inc(size)
+        if throttle_ms > 0:
+            self.client_quota_throttled.labels(quota, *tags).inc()
+            self.client_quota_throttle_seconds.labels(quota, *tags).inc(throttle_ms / 1000)
 
     def _topic(self, topic: str) -> tuple[Any, Any, Any, Any]:
         children = self._per_topic.get(topic)

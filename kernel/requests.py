@@ -50,6 +50,9 @@ class Session:
     # Set by a handler whose response must be the connection's last (a failed SASL
     # authentication: Kafka answers with the error, then closes).
     close_after_response: bool = False
+    # Set by the dispatcher when a client quota throttles the answer (KIP-219): once the
+    # answer is written the connection reads nothing for this many ms.
+    throttle_after_response_ms: int = 0
     # Set by a SASL plugin that accepted a SaslHandshake v0 (KIP-43): until the exchange
     # completes, every frame on the connection is a raw SASL token, not a request. The
     # kernel gives each token to it and sends the answer back size-prefixed; raising

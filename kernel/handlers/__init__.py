@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from kernel.handlers import (
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -17,6 +18,7 @@ from kernel.handlers import (
     create_topics,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_log_dirs,
@@ -57,6 +59,8 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    describe_client_quotas,
+    alter_client_quotas,
 )
 
 

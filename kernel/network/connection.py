@@ -166,6 +166,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue_paused = False
         self._pool_muted = False
         self._read_paused = False
+        # A client quota's throttle (KIP-219): nothing read or handled until it fires.
+        self._throttle_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._last_active = time.monotonic()
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -224,6 +226,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._idle_timer.cancel()
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         if self._in_flight is not None and not self._in_flight.done():
             self._in_flight.cancel()
         if self._sending is not None:
@@ -416,7 +420,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
 
     def _update_reading(self) -> None:
-        paused = self._queue_paused or self._pool_muted or self._write_paused
+        paused = (self._queue_paused or self._pool_muted or self._write_paused
+                  or self._throttle_timer is not None)
         if paused != self._read_paused and self.transport is not None and not self._closed:
             self._read_paused = paused
             if paused:
@@ -430,7 +435,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         session = self.session
         assert session is not None
         while (self._queue and self._in_flight is None and not self._write_paused
-               and self._sending is None):
+               and self._sending is None and self._throttle_timer is None):
             if self._closed:
                 return
             frame = self._queue.popleft()
@@ -457,6 +462,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
             elif result is not None:
                 self._await(result)
+            if session.throttle_after_response_ms:
+                self._mute_after_response(session)
         if self._queue_paused and self._queued_bytes < MAX_QUEUED_BYTES // 2:
             self._queue_paused = False
             self._update_reading()
@@ -482,6 +489,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.session is not None and self.session.close_after_response:
             self.close()  # the transport sends what was written, then closes
             return
+        if self.session is not None and self.session.throttle_after_response_ms:
+            self._mute_after_response(self.session)
+        self._process()
+
+    def _mute_after_response(self, session: Session) -> None:
+        """KIP-219: the answer just written goes out at once; then the connection reads
+        and handles nothing for its throttle time (Kafka's throttled channel)."""
+        delay_ms, session.throttle_after_response_ms = session.throttle_after_response_ms, 0
+        if self._closed:
+            return
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, self._end_throttle)
+        self._update_reading()
+
+    def _end_throttle(self) -> None:
+        self._throttle_timer = None
+        if self._closed:
+            return
+        self._update_reading()
         self._process()
 
     def _write(self, data: bytes | ResponseFrame) -> None:

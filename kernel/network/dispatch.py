@@ -9,15 +9,19 @@ awaitable and the connection holds back later requests until it resolves.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import inspect
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from kernel.handlers.api_versions import unsupported_version_response
 from kernel.metrics import BrokerMetrics
+from kernel.network.client_quota_manager import ClientQuotaManager
 from kernel.protocol.build import has_field
 from kernel.protocol.codec import (
     InvalidRequest,
@@ -38,6 +42,51 @@ API_VERSIONS = 18
 PRE_AUTH_APIS = frozenset({17, 18, 36})
 
 ResponseBytes = bytes | ResponseFrame | None
+PRODUCE = 0
+FETCH = 1
+
+
+# Kafka does not throttle the SASL exchange (its authenticator answers it) nor cluster
+# actions such as WriteTxnMarkers between brokers.
+QUOTA_EXEMPT_APIS = frozenset({17, 27, 36})
+
+
+class _Timed:
+    """A handler's awaitable, with the time its steps ran on the event loop (Kafka
+    measures a request's time on its handler threads; waits are not counted here
+    either)."""
+
+    __slots__ = ("_pending", "seconds")
+
+    def __init__(self, pending: Awaitable[Any]) -> None:
+        self._pending = pending
+        self.seconds = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self._pending.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            began = time.perf_counter()
+            try:
+                yielded = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as done:
+                self.seconds += time.perf_counter() - began
+                return done.value
+            except BaseException:
+                self.seconds += time.perf_counter() - began
+                raise
+            self.seconds += time.perf_counter() - began
+            try:
+                value, error = (yield yielded), None
+            except BaseException as e:  # a cancellation goes to the handler
+                value, error = None, e
+
+
+def _replica_id(request: Any) -> int:
+    """A Fetch's replica id (in replica_state from v15); consumers send -1."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
 class RequestDispatcher:
@@ -56,6 +105,8 @@ class RequestDispatcher:
         self._answer_types: set[type] = {type(None)}
         self.recent_requests = RecentRequests()
         self.recent_responses = RecentResponses()
+        self.client_quotas = ClientQuotaManager(lambda: services.metadata.client_quotas(),
+                                                metrics)
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session
@@ -84,6 +135,12 @@ class RequestDispatcher:
             self._services, self._authorize, session, api_key, api_version, correlation_id,
             client_id, len(frame), self._authorize_by_resource_type, self.recent_responses,
         )
+        quotas_on = self.client_quotas.active
+        if quotas_on and api_key == FETCH:
+            body = self._fetch_within_quota(ctx, body)
+        # The handler's time counts only where a request quota could apply.
+        timed = quotas_on and api_key not in QUOTA_EXEMPT_APIS and self.client_quotas.applies(
+            REQUEST_PERCENTAGE)
         started = time.perf_counter()
         try:
             result = route.handler(ctx, body)
@@ -98,12 +155,17 @@ class RequestDispatcher:
             )
         if type(result) not in self._answer_types:
             if inspect.isawaitable(result):
-                return self._finish_later(ctx, result, started)
+                if timed:
+                    return self._finish_later(ctx, body, _Timed(result), started)
+                return self._finish_later(ctx, body, result, started)
             self._answer_types.add(type(result))
+        if quotas_on and (api_key <= FETCH or timed):
+            result = self._throttled(ctx, body, result,
+                                     time.perf_counter() - started if timed else None)
         return self._finish(ctx, result, started)
 
     async def _finish_later(
-        self, ctx: RequestContext, pending: Awaitable[Any], started: float
+        self, ctx: RequestContext, request: Any, pending: Awaitable[Any], started: float
     ) -> ResponseBytes:
         try:
             result = await pending
@@ -114,7 +176,63 @@ class RequestDispatcher:
         except Exception:
             self._log.exception("handler failed", api_key=ctx.api_key, api_version=ctx.api_version)
             result = self._error_response(ctx, ErrorCode.unknown_server_error, None)
+        timed = isinstance(pending, _Timed)
+        if self.client_quotas.active and (ctx.api_key <= FETCH or timed):
+            result = self._throttled(ctx, request, result,
+                                     pending.seconds if isinstance(pending, _Timed) else None)
         return self._finish(ctx, result, started)
+
+    def _fetch_within_quota(self, ctx: RequestContext, request: Any) -> Any:
+        """A consumer's fetch asks for no more than its quota allows in the windows, as
+        Kafka bounds fetch.max.bytes, so one answer is never throttled away whole."""
+        if _replica_id(request) >= 0:
+            return request
+        limit = self.client_quotas.max_bytes_in_window(
+            CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
+        if limit is None or request.max_bytes <= limit:
+            return request
+        max_bytes = int(limit)
+        return dataclasses.replace(request, max_bytes=max_bytes,
+                                   min_bytes=min(request.min_bytes, max_bytes))
+
+    def _throttled(self, ctx: RequestContext, request: Any, response: Any,
+                   handler_s: float | None) -> Any:
+        """The client's quotas, as Kafka's: Produce request bytes and Fetch record bytes
+        against its byte rate (a follower's fetch is exempt), and with ``handler_s``
+        (request_percentage applies) the handler's time against its request quota. Over
+        either, the answer carries the larger throttle time and the connection is muted
+        that long once it is written (KIP-219); a throttled fetch answers no records and
+        its bytes are taken back."""
+        quotas, session, client_id = self.client_quotas, ctx.session, ctx.client_id
+        byte_ms, fetched = 0, 0
+        if ctx.api_key == PRODUCE:
+            byte_ms = quotas.record(PRODUCER_BYTE_RATE, session.principal, client_id,
+                                    ctx.size)
+        elif ctx.api_key == FETCH and response is not None and _replica_id(request) < 0:
+            fetched = sum(len(p.records or b"") for t in response.responses
+                          for p in t.partitions)
+            byte_ms = quotas.record(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
+        request_ms = 0 if handler_s is None else quotas.record(
+            REQUEST_PERCENTAGE, session.principal, client_id, handler_s * 100)
+        throttle_ms = max(byte_ms, request_ms)
+        if throttle_ms <= 0:
+            return response
+        session.throttle_after_response_ms = throttle_ms
+        if response is None:  # acks=0: no answer, the mute alone throttles
+            return None
+        throttle_time = datetime.timedelta(milliseconds=throttle_ms)
+        if ctx.api_key == FETCH and fetched:
+            quotas.unrecord(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
+            # Kafka's throttled fetch answer holds no partitions; the slices go back now.
+            for topic in response.responses:
+                for partition in topic.partitions:
+                    release = getattr(partition.records, "release", None)
+                    if release is not None:
+                        release()
+            return dataclasses.replace(response, throttle_time=throttle_time, responses=())
+        if has_field(type(response), "throttle_time"):
+            return dataclasses.replace(response, throttle_time=throttle_time)
+        return response
 
     def _finish(self, ctx: RequestContext, body: Any, started: float) -> ResponseBytes:
         if body is None:

@@ -302,7 +302,9 @@ def _default_for(tp: Any) -> Any:
             return datetime.timedelta(0)
         if issubclass(tp, datetime.datetime):
             return datetime.datetime.fromtimestamp(0, datetime.UTC)
-        if issubclass(tp, int | float):
+        if issubclass(tp, float):
+            return tp(0.0)  # kio's f64 takes only a float
+        if issubclass(tp, int):
             return tp(0)
         if issubclass(tp, str):
             return ""

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from kernel.client_quotas import QuotaEntity, QuotaValues
 from kernel.cluster import (
     CLUSTER_METADATA_PROHIBITED,
     CLUSTER_METADATA_TOPIC,
@@ -48,12 +49,14 @@ from .properties import ensure_meta_properties
 from .records import (
     AccessControlEntryRecord,
     BrokerEndpointRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
@@ -127,6 +130,7 @@ class KRaftMetadataBackend:
         self._next_producer_id = 0
         self._scram_credentials: dict[tuple[str, int], ScramCredential] = {}
         self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
+        self._client_quotas: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
         self._lock_fd = lock_fd
 
     # -- reading ----------------------------------------------------------------
@@ -185,6 +189,7 @@ class KRaftMetadataBackend:
             self._next_producer_id = delta.next_producer_id
             self._scram_credentials = delta.scram_credentials
             self._acls = delta.acls
+            self._client_quotas = delta.client_quotas
             return delta.apply()
         except BaseException:
             self._metadata_log.close()
@@ -222,7 +227,7 @@ class KRaftMetadataBackend:
 
     async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
         delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials,
-                              self._acls)
+                              self._acls, self._client_quotas)
 
         def replay() -> ClusterImage:
             for record in records:
@@ -239,6 +244,7 @@ class KRaftMetadataBackend:
         self._next_producer_id = delta.next_producer_id
         self._scram_credentials = delta.scram_credentials
         self._acls = delta.acls
+        self._client_quotas = delta.client_quotas
         self._publish(image)
         return image
 
@@ -314,6 +320,22 @@ class KRaftMetadataBackend:
         records.extend(UserScramCredentialRecord(
             name=c.name, mechanism=c.mechanism, salt=c.salt, stored_key=c.stored_key,
             server_key=c.server_key, iterations=c.iterations) for c in upsertions)
+        if records:
+            await self._serialized(lambda: self._commit(records))
+
+    # -- client quotas ----------------------------------------------------------
+
+    def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
+        return self._client_quotas
+
+    async def alter_client_quotas(
+        self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
+    ) -> None:
+        records: list[MetadataRecord] = [
+            ClientQuotaRecord(
+                entity=tuple(QuotaEntityData(t, n) for t, n in entity), key=key,
+                value=0.0 if value is None else value, remove=value is None)
+            for entity, values in changes.items() for key, value in values.items()]
         if records:
             await self._serialized(lambda: self._commit(records))
 

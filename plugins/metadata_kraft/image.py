@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from kernel.client_quotas import QuotaEntity, QuotaValues, entity_of
 from kernel.cluster import (
     AclBinding,
     BrokerEndpoint,
@@ -27,6 +28,7 @@ from kernel.cluster import (
 from .records import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataLogError,
@@ -100,6 +102,7 @@ class MetadataDelta:
         self, base: ClusterImage, next_producer_id: int = 0,
         scram_credentials: Mapping[tuple[str, int], ScramCredential] | None = None,
         acls: Mapping[uuid.UUID, AclBinding] | None = None,
+        client_quotas: Mapping[QuotaEntity, QuotaValues] | None = None,
     ) -> None:
         self._base = base
         self.next_producer_id = next_producer_id
@@ -111,6 +114,11 @@ class MetadataDelta:
         # hands the same mapping on (readers tell a change by identity).
         self._base_acls: Mapping[uuid.UUID, AclBinding] = acls or MappingProxyType({})
         self._acls: dict[uuid.UUID, AclBinding] | None = None
+        # Quota entity -> key -> value (KRaft's ClientQuotasImage), handed on like the
+        # ACLs: the kernel's quota lookups read it, and tell a change by identity.
+        self._base_quotas: Mapping[QuotaEntity, QuotaValues] = (
+            client_quotas or MappingProxyType({}))
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._broker_configs: dict[int, dict[str, str]] | None = None
         self._topics: dict[uuid.UUID, _TopicBuilder] = {}
@@ -170,8 +178,29 @@ class MetadataDelta:
                 if self._changed_acls().pop(record.id, None) is None:
                     raise MetadataLogError(
                         f"RemoveAccessControlEntryRecord for ACL {record.id}, which is not stored")
+            case ClientQuotaRecord():
+                self._replay_client_quota(record)
             case _:
                 raise MetadataLogError(f"cannot replay {record!r}")
+
+    def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
+        if self._quotas is None:
+            self._quotas = {e: dict(v) for e, v in self._base_quotas.items()}
+        entity = entity_of((e.entity_type, e.entity_name) for e in record.entity)
+        values = self._quotas.setdefault(entity, {})
+        if record.remove:
+            values.pop(record.key, None)
+            if not values:
+                del self._quotas[entity]
+        else:
+            values[record.key] = record.value
+
+    @property
+    def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
+        """The quotas after this delta: the base's own mapping when no record changed them."""
+        if self._quotas is None:
+            return self._base_quotas
+        return MappingProxyType({e: MappingProxyType(v) for e, v in self._quotas.items()})
 
     def _changed_acls(self) -> dict[uuid.UUID, AclBinding]:
         if self._acls is None:

@@ -3,8 +3,8 @@
 The records mirror KRaft's metadata record types: same names, api keys and meaning
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
 PartitionChangeRecord 5, RemoveTopicRecord 9, UserScramCredentialRecord 11,
-ProducerIdsRecord 15, AccessControlEntryRecord 18, RemoveAccessControlEntryRecord 19,
-RemoveUserScramCredentialRecord 22). The controller
+ClientQuotaRecord 14, ProducerIdsRecord 15, AccessControlEntryRecord 18,
+RemoveAccessControlEntryRecord 19, RemoveUserScramCredentialRecord 22). The controller
 changes state only by appending records, and the log is replayed at startup to rebuild
 the cluster image.
 
@@ -249,11 +249,30 @@ class RemoveAccessControlEntryRecord:
     id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaEntityData:
+    entity_type: str
+    entity_name: str | None  # None: the type's default
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One quota key of one entity set (value) or removed (remove), as Kafka's."""
+
+    API_KEY: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+
+    entity: tuple[QuotaEntityData, ...]
+    key: str
+    value: float
+    remove: bool
+
+
 MetadataRecord = (
     RegisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord
     | PartitionChangeRecord | RemoveTopicRecord | ProducerIdsRecord
     | UserScramCredentialRecord | RemoveUserScramCredentialRecord
-    | AccessControlEntryRecord | RemoveAccessControlEntryRecord
+    | AccessControlEntryRecord | RemoveAccessControlEntryRecord | ClientQuotaRecord
 )
 
 RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
@@ -261,7 +280,7 @@ RECORD_TYPES: Mapping[int, type[MetadataRecord]] = MappingProxyType({
     for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
                 PartitionChangeRecord, RemoveTopicRecord, ProducerIdsRecord,
                 UserScramCredentialRecord, RemoveUserScramCredentialRecord,
-                AccessControlEntryRecord, RemoveAccessControlEntryRecord)
+                AccessControlEntryRecord, RemoveAccessControlEntryRecord, ClientQuotaRecord)
 })
 
 # Resolved once: replay decodes every record of the log at startup.

@@ -32,6 +32,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
+from kernel.client_quotas import QuotaEntity, QuotaValues
 from kernel.cluster import (
     NO_LEADER,
     AclBinding,
@@ -56,6 +57,7 @@ from kernel.protocol.errors import ErrorCode, KafkaError
 from .cache import TopicZnodes, ZnodeCache
 from .controller import ELECTION_PATHS, ZkController
 from .properties import check_meta_properties
+from .quotas import entity_at, entity_path, quota_text, quota_values
 from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
 from .znodes import (
     ACL_PATHS,
@@ -170,6 +172,10 @@ class ZkMetadataBackend:
         # (resource type, name, pattern type) -> its ACLs, as /kafka-acl* last showed them
         self._acl_znodes: dict[tuple[int, str, int], list[AclBinding]] = {}
         self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
+        # Quota entity -> its values, as the /config znodes last showed them; published
+        # as a new mapping on each change (readers tell a change by identity).
+        self._quota_znodes: dict[QuotaEntity, dict[str, float]] = {}
+        self._quotas: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
         self._stopping = False
@@ -216,6 +222,9 @@ class ZkMetadataBackend:
         await self._watch_children(TOPICS, self._on_topics)
         await self._watch_children("/config/brokers", self._on_broker_config_entities)
         await self._watch_children("/config/users", self._on_users)
+        for kind in ("clients", "ips"):
+            await self._watch_children(
+                f"/config/{kind}", lambda children, k=kind: self._on_quota_entities(k, children))
         await self._watch_children(DELETE_TOPICS, self._on_deletions)
         await self._watch_children(ISR_CHANGES, self._on_isr_changes)
         for election_type, path in ELECTION_PATHS.items():
@@ -479,7 +488,73 @@ class ZkMetadataBackend:
                                     lambda: scram_credentials(user, configs)) or []
         scram.update({(c.name, c.mechanism): c for c in credentials})
         self._scram = scram
+        self._on_quota_znode(f"users/{entity}", configs)
+        self._spawn(self._watch_user_clients(entity))
         self._changed()
+
+    # -- client quotas: /config/users, /config/clients, /config/ips (quotas.py) ----------
+
+    def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
+        return self._quotas
+
+    async def _watch_user_clients(self, user: str) -> None:
+        """/config/users/<user>/clients made if absent (a children watch needs it)."""
+        path = f"/config/users/{user}/clients"
+        await self._zk.call(self._zk.kazoo.ensure_path, path)
+        self._watch_later(path, "children",
+                          lambda children: self._on_quota_entities(f"users/{user}/clients",
+                                                                    children))
+
+    def _on_quota_entities(self, parent: str, children: list[str]) -> None:
+        for child in children:
+            path = f"{parent}/{child}"
+            self._watch_later(f"/config/{path}", "data", lambda data, stat, p=path:
+                              self._on_quota_znode(p, self._decoded(
+                                  f"/config/{p}", lambda: decode_config(data)) or {}))
+
+    def _on_quota_znode(self, path: str, configs: Mapping[str, str]) -> None:
+        entity = entity_at(path)
+        values = quota_values(configs)
+        if values == self._quota_znodes.get(entity, {}):
+            return
+        if values:
+            self._quota_znodes[entity] = values
+        else:
+            self._quota_znodes.pop(entity, None)
+        self._quotas = MappingProxyType({
+            e: MappingProxyType(dict(v)) for e, v in self._quota_znodes.items()})
+        self._changed()
+
+    async def alter_client_quotas(
+        self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
+    ) -> None:
+        wanted: dict[QuotaEntity, dict[str, float]] = {}
+        for entity, change in changes.items():
+            path = entity_path(entity)
+            # A user's znode also holds its SCRAM credentials: those are kept.
+            configs = dict(self._cache.user_configs.get(desanitize(path[6:]), {})) \
+                if path.startswith("users/") and "/" not in path[6:] else {
+                    k: quota_text(k, v) for k, v in self._quota_znodes.get(entity, {}).items()}
+            for key, value in change.items():
+                if value is None:
+                    configs.pop(key, None)
+                else:
+                    configs[key] = quota_text(key, value)
+            wanted[entity] = quota_values(configs)
+            await self._write(self._write_quota_configs, path, configs)
+        await self._until(lambda: all(self._quota_znodes.get(e, {}) == v
+                                      for e, v in wanted.items()), "the quotas to show")
+
+    def _write_quota_configs(self, path: str, configs: Mapping[str, str]) -> None:
+        """As _write_configs, with the parents made first: a user+client-id entity is
+        /config/users/<user>/clients/<client-id> (blocking)."""
+        k = self._zk.kazoo
+        parent = f"/config/{path}".rsplit("/", 1)[0]
+        k.ensure_path(parent)
+        if path.startswith("users/"):
+            k.ensure_path(f"/config/{path.split('/')[0]}/{path.split('/')[1]}/clients")
+        entity_type, _, entity = path.partition("/")
+        self._write_configs(entity_type, entity, configs)
 
     def _on_acl_names(self, resource_type: int, pattern_type: int, names: list[str]) -> None:
         for key in [k for k in self._acl_znodes

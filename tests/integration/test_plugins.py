@@ -12,7 +12,7 @@ from typing import Protocol
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
-from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+from kio.schema.describe_delegation_token.v3.request import DescribeDelegationTokenRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
@@ -48,15 +48,16 @@ def _advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
 
 def test_plugin_adds_an_api_and_reads_its_table(broker_factory) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory(plugins=["metadata_kraft", HELLO],
-                       plugin_settings={HELLO: {"producer_byte_rate": 2048}})
-    assert _advertised(b.bootstrap)[48] == (0, 1)
+                       plugin_settings={HELLO: {"token_lifetime_ms": 2048}})
+    assert _advertised(b.bootstrap)[41] == (1, 3)
     with connect(b.bootstrap) as sock:
-        sock.sendall(encode_request(DescribeClientQuotasRequest(components=(), strict=False)))
+        sock.sendall(encode_request(DescribeDelegationTokenRequest(owners=None)))
         frame = recv_frame(sock)
         assert frame is not None
-        _, body = decode_response(frame, 48, 1)
-    assert body.entries[0].values[0].key == "producer_byte_rate"
-    assert body.entries[0].values[0].value == 2048.0
+        _, body = decode_response(frame, 41, 3)
+    token = body.tokens[0]
+    assert token.token_id == "hello-token"
+    assert token.expiry_timestamp - token.issue_timestamp == 2048
 
 
 def _members(protocol: type) -> set[str]:
@@ -77,7 +78,7 @@ def test_the_broker_is_what_handlers_and_plugins_are_promised(
 
 def test_disabled_plugin_is_not_advertised(broker: EmbeddedBroker) -> None:
     versions = _advertised(broker.bootstrap)
-    assert 48 not in versions
+    assert 41 not in versions
     assert 18 in versions and 3 in versions
 
 
@@ -132,10 +133,10 @@ def test_unknown_plugin_names_what_is_installed() -> None:
 
 
 def test_plugin_table_is_validated_by_its_schema() -> None:
-    with pytest.raises(ConfigError, match=r"producer_byte_rate: expected a number"):
+    with pytest.raises(ConfigError, match=r"token_lifetime_ms: expected an integer"):
         EmbeddedBroker(plugins=["metadata_kraft", HELLO],
-                       plugin_settings={HELLO: {"producer_byte_rate": "fast"}}).start()
-    with pytest.raises(ConfigError, match=r"unknown key; allowed keys: producer_byte_rate"):
+                       plugin_settings={HELLO: {"token_lifetime_ms": "long"}}).start()
+    with pytest.raises(ConfigError, match=r"unknown key; allowed keys: token_lifetime_ms"):
         EmbeddedBroker(plugins=["metadata_kraft", HELLO],
                        plugin_settings={HELLO: {"consumer_byte_rate": 1}}).start()
 

@@ -1,16 +1,18 @@
-"""A complete small plugin: it serves DescribeClientQuotas (API key 48), which the kernel
-does not, answering with one default-user quota taken from its own TOML table.
+"""A complete small plugin: it serves DescribeDelegationToken (API key 41), which the
+kernel does not, answering with one example token whose lifetime comes from its own
+TOML table.
 
 Enable it with
     [plugins]
     enabled = ["metadata_kraft", "tests.plugins.hello_plugin:HelloPlugin"]
     [plugins."tests.plugins.hello_plugin:HelloPlugin"]
-    producer_byte_rate = 1048576
+    token_lifetime_ms = 86400000
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,18 +20,17 @@ from kio.schema.errors import ErrorCode
 
 from kernel.config import ConfigSchema, at_least, setting
 from kernel.hookspecs import hookimpl
-from kernel.protocol.build import response_module
+from kernel.protocol.build import make, response_module
 from kernel.requests import ApiRegistry, RequestContext
 
 NAME = "tests.plugins.hello_plugin:HelloPlugin"
-DESCRIBE_CLIENT_QUOTAS = 48
+DESCRIBE_DELEGATION_TOKEN = 41
 
 
 @dataclass(frozen=True, slots=True)
 class HelloSettings:
-    producer_byte_rate: float = setting(
-        "producer_byte_rate", 1048576.0, "Quota reported for the default user.",
-        check=at_least(0),
+    token_lifetime_ms: int = setting(
+        "token_lifetime_ms", 86400000, "Lifetime of the example token.", check=at_least(0),
     )
 
 
@@ -50,20 +51,23 @@ class HelloPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        registry.register(DESCRIBE_CLIENT_QUOTAS, self.describe_client_quotas,
-                          min_version=0, max_version=1)
+        registry.register(DESCRIBE_DELEGATION_TOKEN, self.describe_delegation_token,
+                          min_version=1, max_version=3)
 
-    def describe_client_quotas(self, ctx: RequestContext, request: Any) -> Any:
+    def describe_delegation_token(self, ctx: RequestContext, request: Any) -> Any:
         self.requests_served += 1
-        m = response_module(DESCRIBE_CLIENT_QUOTAS, ctx.api_version)
-        entry = m.EntryData(
-            entity=(m.EntityData(entity_type="user", entity_name=None),),
-            values=(m.ValueData(key="producer_byte_rate",
-                                value=self.settings.producer_byte_rate),),
+        m = response_module(DESCRIBE_DELEGATION_TOKEN, ctx.api_version)
+        now = int(time.time() * 1000)
+        # make() fills the fields one version has and another lacks (the requester, v3).
+        token = make(
+            m.DescribedDelegationToken, principal_type="User", principal_name="hello",
+            token_requester_principal_type="User", token_requester_principal_name="hello",
+            issue_timestamp=now, expiry_timestamp=now + self.settings.token_lifetime_ms,
+            max_timestamp=now + self.settings.token_lifetime_ms, token_id="hello-token",
+            hmac=b"", renewers=(),
         )
-        return m.DescribeClientQuotasResponse(
-            throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-            error_message=None, entries=(entry,),
+        return m.DescribeDelegationTokenResponse(
+            error_code=ErrorCode.none, tokens=(token,), throttle_time=datetime.timedelta(0),
         )
 
 

@@ -52,9 +52,7 @@ GAPS: dict[int, str] = {
     38: "not planned: delegation tokens",
     39: "not planned: delegation tokens",
     40: "not planned: delegation tokens",
-    41: "not planned: delegation tokens",
-    48: "not planned: client quotas (tests' hello plugin serves it as an example)",
-    49: "not planned: client quotas",
+    41: "not planned: delegation tokens (tests' hello plugin serves it as an example)",
     50: "served by the auth_sasl plugin, not enabled by default",
     51: "served by the auth_sasl plugin, not enabled by default",
     55: "not served: KRaft controller API (the metadata quorum is embedded)",
@@ -197,16 +195,14 @@ def test_every_advertised_key_has_conformance_cases() -> None:
         test_conformance_groups,
         test_conformance_log,
         test_conformance_markers,
+        test_conformance_quotas,
         test_conformance_topics,
         test_conformance_txn,
     )
-    covered = {API_VERSIONS} | {key for module in (test_conformance_cluster,
-                                                   test_conformance_groups,
-                                                   test_conformance_log,
-                                                   test_conformance_markers,
-                                                   test_conformance_topics,
-                                                   test_conformance_txn)
-                                for key, _ in module.CASES}
+    modules = (test_conformance_cluster, test_conformance_groups, test_conformance_log,
+               test_conformance_markers, test_conformance_topics, test_conformance_txn)
+    covered = {API_VERSIONS, *test_conformance_quotas.KEYS} | {
+        key for module in modules for key, _ in module.CASES}
     assert covered >= set(ADVERTISED)
 
 

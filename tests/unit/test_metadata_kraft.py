@@ -259,6 +259,30 @@ def test_scram_credentials_are_stored_removed_and_replayed(tmp_path: Path) -> No
     run(tmp_path, check)
 
 
+def test_client_quotas_are_stored_removed_and_replayed(tmp_path: Path) -> None:
+    alice = (("user", "alice"),)
+    defaults = (("client-id", None), ("user", None))
+    seen: list[object] = []
+
+    async def scenario(b: KRaftMetadataBackend) -> None:
+        await b.alter_client_quotas({alice: {"producer_byte_rate": 1024.0,
+                                             "consumer_byte_rate": 2048.0},
+                                     defaults: {"request_percentage": 12.5}})
+        before = b.client_quotas()
+        await b.alter_client_quotas({alice: {"producer_byte_rate": None},
+                                     defaults: {"request_percentage": None}})
+        assert b.client_quotas() is not before  # replaced, never changed in place
+        seen.append({e: dict(v) for e, v in b.client_quotas().items()})
+
+    run(tmp_path, scenario)
+    assert seen == [{alice: {"consumer_byte_rate": 2048.0}}]
+
+    async def check(b: KRaftMetadataBackend) -> None:
+        assert {e: dict(v) for e, v in b.client_quotas().items()} == seen[0]
+
+    run(tmp_path, check)
+
+
 def test_acls_are_stored_once_removed_and_replayed(tmp_path: Path) -> None:
     read = AclBinding(2, "orders", 3, "User:alice", "*", 3, 3)
     deny = AclBinding(3, "app-", 4, "User:bob", "10.0.0.1", 2, 2)

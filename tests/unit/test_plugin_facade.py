@@ -34,5 +34,5 @@ def test_each_plugin_registers_through_its_own_view() -> None:
     routes = Routes()
     PluginFacade((HELLO,), "test.toml", [handlers]).register_apis(routes)
     owners = {r.api_key: r.owner for r in routes}
-    assert owners[48] == HELLO
+    assert owners[41] == HELLO
     assert owners[3] == owners[18] == "kernel"
