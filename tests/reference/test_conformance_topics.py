@@ -403,7 +403,8 @@ KAFKA_INTERNAL_KEYS = frozenset({"min.incremental.fetch.session.eviction.ms"})  
 RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
 # D12: the network limits (from the network branch: absent before it, then compared).
 NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
-                "max.connections.per.ip.overrides", "queued.max.request.bytes")
+                "max.connections.per.ip.overrides", "max.connection.creation.rate",
+                "queued.max.request.bytes")
 # D14: the TLS settings and the inter-broker login are read at start (Kafka reconfigures
 # them at runtime).
 TLS_KEYS = (*(k.name for k in schema_keys(BrokerConfig).values()
