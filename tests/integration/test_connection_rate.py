@@ -4,24 +4,15 @@ than refusing them; at a listener's limit its new clients wait in the backlog.""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 
-from kio.schema.api_versions.v0.request import ApiVersionsRequest
-
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.wire import connect, decode_response, encode_request, recv_frame
-
-
-def _answered(sock: socket.socket, correlation_id: int, timeout: float = 10.0) -> bool:
-    sock.sendall(encode_request(ApiVersionsRequest(), correlation_id=correlation_id))
-    sock.settimeout(timeout)
-    try:
-        frame = recv_frame(sock)
-    except TimeoutError:
-        return False
-    assert frame is not None, "the broker closed the connection"
-    return decode_response(frame, 18, 0)[0] == correlation_id
+from tests.integration.wire import (
+    api_versions_answered,
+    connect,
+    decode_response,
+    recv_frame,
+)
 
 
 def test_over_the_creation_rate_connections_are_held_not_refused(
@@ -37,7 +28,7 @@ def test_over_the_creation_rate_connections_are_held_not_refused(
         for i in range(24):
             sock = connect(b.bootstrap)
             socks.append(sock)
-            assert _answered(sock, i)
+            assert api_versions_answered(sock, i, timeout=10.0)
         throttled = registry.get_sample_value("kafkernel_connections_throttled_total",
                                               {"listener": "PLAINTEXT"})
         held = registry.get_sample_value("kafkernel_connection_throttle_seconds_total",
@@ -59,9 +50,9 @@ def test_a_listener_s_max_connections_holds_its_new_clients_in_the_backlog(
     quotas = b.broker.connection_quotas
     first = connect(b.bootstrap)
     try:
-        assert _answered(first, 1)
+        assert api_versions_answered(first, 1, timeout=10.0)
         with connect(b.bootstrap) as second:
-            assert not _answered(second, 2, timeout=0.5)
+            assert not api_versions_answered(second, 2, timeout=0.5)
             first.close()
             frame = recv_frame(second)
             assert frame is not None and decode_response(frame, 18, 0)[0] == 2

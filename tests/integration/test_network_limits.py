@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 
 from bench.procfs import sample
@@ -21,6 +20,7 @@ from kernel.config import ConfigError
 from kernel.testing.embedded import EmbeddedBroker
 from tests.broker_process import free_port, served
 from tests.integration.wire import (
+    api_versions_answered,
     closed_by_broker,
     connect,
     decode_response,
@@ -29,19 +29,6 @@ from tests.integration.wire import (
 )
 
 MIB = 1024 * 1024
-
-
-def _answered(sock: socket.socket, correlation_id: int, timeout: float = 5.0) -> bool:
-    """Sends ApiVersions; True when it is answered within ``timeout``."""
-    sock.sendall(encode_request(ApiVersionsRequest(), correlation_id=correlation_id))
-    sock.settimeout(timeout)
-    try:
-        frame = recv_frame(sock)
-    except TimeoutError:
-        return False
-    assert frame is not None, "the broker closed the connection"
-    assert decode_response(frame, 18, 0)[0] == correlation_id
-    return True
 
 
 def _eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -69,7 +56,7 @@ def served_broker(tmp_path: Path) -> Iterator[tuple[int, str]]:
     with served(tmp_path / "data", port) as proc:
         bootstrap = f"127.0.0.1:{port}"
         with connect(bootstrap) as sock:
-            assert _answered(sock, 1)
+            assert api_versions_answered(sock, 1)
         yield proc.pid, bootstrap
 
 
@@ -88,7 +75,7 @@ def test_a_length_prefix_reserves_only_the_bytes_that_arrive(
             sock.sendall(b"\x00" * MIB)
         assert _settled_rss_mib(pid) - before < 8 + 30
         with connect(bootstrap) as sock:
-            assert _answered(sock, 2)
+            assert api_versions_answered(sock, 2)
     finally:
         for sock in claims:
             sock.close()
@@ -104,7 +91,7 @@ def test_idle_memory_comes_back_after_2000_connections(
         for i in range(2000):
             sock = connect(bootstrap)
             opened.append(sock)
-            assert _answered(sock, i)
+            assert api_versions_answered(sock, i)
         # Before the fix each connection held a 256 KiB receive buffer (~500 MB).
         assert _settled_rss_mib(pid) - before < 100
     finally:
@@ -112,7 +99,7 @@ def test_idle_memory_comes_back_after_2000_connections(
             sock.close()
     assert _settled_rss_mib(pid, 3.0) - before < 50
     with connect(bootstrap) as sock:
-        assert _answered(sock, 3)
+        assert api_versions_answered(sock, 3)
 
 
 def test_a_partial_frame_is_the_connections_own_while_others_read(
@@ -156,14 +143,14 @@ def test_queued_max_request_bytes_stops_reading_and_resumes(
         registry = b.broker.metrics.registry
         assert registry.get_sample_value("kafkernel_request_pool_used_bytes") == pool.used
         # A connection that reads while the pool is exhausted is muted after that read.
-        assert _answered(waiting, 10)
-        assert not _answered(waiting, 11, timeout=0.5), "read while the pool was full"
+        assert api_versions_answered(waiting, 10)
+        assert not api_versions_answered(waiting, 11, timeout=0.5), "read while the pool was full"
         for sock in partial:
             sock.close()
         # The bytes of the closed connections come back, and reading resumes.
         sock_frame = recv_frame(waiting)
         assert sock_frame is not None and decode_response(sock_frame, 18, 0)[0] == 11
-        assert _answered(waiting, 12)
+        assert api_versions_answered(waiting, 12)
     _eventually(lambda: pool.used == 0)
 
 
@@ -208,10 +195,10 @@ def test_max_connections_per_ip_closes_the_extra_connection(
     b = broker_factory({"max.connections.per.ip": 2})
     first, second = connect(b.bootstrap), connect(b.bootstrap)
     try:
-        assert _answered(first, 1) and _answered(second, 2)
+        assert api_versions_answered(first, 1) and api_versions_answered(second, 2)
         with connect(b.bootstrap) as third:
             assert closed_by_broker(third)
-        assert _answered(first, 3) and _answered(second, 4)
+        assert api_versions_answered(first, 3) and api_versions_answered(second, 4)
         assert b.broker is not None
         assert b.broker.metrics.registry.get_sample_value(
             "kafkernel_connections_rejected_total",
@@ -221,7 +208,7 @@ def test_max_connections_per_ip_closes_the_extra_connection(
         _eventually(lambda: b.broker is not None
                     and b.broker.connection_quotas.count("127.0.0.1") == 1)
         with connect(b.bootstrap) as again:
-            assert _answered(again, 5)
+            assert api_versions_answered(again, 5)
     finally:
         first.close()
         second.close()
@@ -235,7 +222,7 @@ def test_max_connections_per_ip_overrides_name_addresses_and_hosts(
     socks = [connect(b.bootstrap) for _ in range(3)]
     try:
         for i, sock in enumerate(socks):
-            assert _answered(sock, i)
+            assert api_versions_answered(sock, i)
         with connect(b.bootstrap) as fourth:
             assert closed_by_broker(fourth)
     finally:
@@ -249,14 +236,14 @@ def test_max_connections_blocks_accepting_until_one_closes(
     b = broker_factory({"max.connections": 2})
     first, second = connect(b.bootstrap), connect(b.bootstrap)
     try:
-        assert _answered(first, 1) and _answered(second, 2)
+        assert api_versions_answered(first, 1) and api_versions_answered(second, 2)
         # The third waits in the backlog: connected, neither served nor closed.
         with connect(b.bootstrap) as third:
-            assert not _answered(third, 3, timeout=0.5)
+            assert not api_versions_answered(third, 3, timeout=0.5)
             first.close()
             frame = recv_frame(third)
             assert frame is not None and decode_response(frame, 18, 0)[0] == 3
-            assert _answered(second, 4)
+            assert api_versions_answered(second, 4)
     finally:
         first.close()
         second.close()
@@ -275,7 +262,7 @@ def test_a_tls_client_on_a_plaintext_port_is_logged_once_and_closed(
               pytest.raises((ssl.SSLError, OSError))):
             context.wrap_socket(raw, server_hostname=host).close()
     with connect(b.bootstrap) as sock:
-        assert _answered(sock, 1)
+        assert api_versions_answered(sock, 1)
     logged = capsys.readouterr().err.splitlines()
     tls = [line for line in logged if "TLS" in line]
     assert len(tls) == 1, logged
@@ -293,7 +280,7 @@ def test_a_listener_on_all_interfaces_serves_and_a_busy_port_is_named(
     port = free_port()
     broker_factory({"listeners": [f"PLAINTEXT://:{port}"]})
     with connect(f"127.0.0.1:{port}") as sock:
-        assert _answered(sock, 1)
+        assert api_versions_answered(sock, 1)
     second = EmbeddedBroker({"listeners": [f"PLAINTEXT://127.0.0.1:{port}"]}, data_dir=tmp_path)
     with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port} \\(PLAINTEXT\\)"):
         second.start()

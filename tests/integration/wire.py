@@ -59,3 +59,19 @@ def request(bootstrap: str, body: Any, correlation_id: int = 9) -> Any:
     answered, response = decode_response(frame, body.__api_key__, body.__version__)
     assert answered == correlation_id
     return response
+
+
+def api_versions_answered(sock: socket.socket, correlation_id: int,
+                          timeout: float = 5.0) -> bool:
+    """Sends ApiVersions v0; True when it is answered within ``timeout``."""
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+    sock.sendall(encode_request(ApiVersionsRequest(), correlation_id=correlation_id))
+    sock.settimeout(timeout)
+    try:
+        frame = recv_frame(sock)
+    except TimeoutError:
+        return False
+    assert frame is not None, "the broker closed the connection"
+    assert decode_response(frame, 18, 0)[0] == correlation_id
+    return True
