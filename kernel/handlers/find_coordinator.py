@@ -84,6 +84,13 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> _Found:
     endpoint = leader.endpoint(ctx.session.listener_name) if leader is not None else None
     if leader is None or endpoint is None:
         return _error(ErrorCode.coordinator_not_available)
+    replicas = services.replicas
+    if leader.node_id == replicas.broker_id:
+        hosted = replicas.get_partition(topic, partition)
+        if hosted is None or not hosted.is_leader:
+            # In the image, not applied here yet: an image of many new partitions (a new
+            # __consumer_offsets) is applied off the loop. Retriable for every client.
+            return _error(ErrorCode.coordinator_not_available)
     return ErrorCode.none, None, leader.node_id, endpoint.host, endpoint.port
 
 
