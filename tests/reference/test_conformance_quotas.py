@@ -190,6 +190,23 @@ CASES: list[Callable[[str], Any]] = [
 ]
 
 
+def remove_every_quota(b: str) -> None:
+    """Leaves the broker with no quota at all. The reference Kafka is shared by every
+    module after this one, and a default quota left on it (these cases set user and
+    client-id defaults of 100 B/s) throttles every later test's clients."""
+    error, _, entries = describe(b, [])
+    assert error == 0, error
+    if entries:
+        alter(b, [(entity, [(key, None) for key, _ in values]) for entity, values in entries])
+    assert describe(b, [])[2] == []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_quota_left_on_the_reference(reference_kafka: ReferenceKafka) -> Any:
+    yield
+    remove_every_quota(reference_kafka.bootstrap)
+
+
 @pytest.fixture(scope="module")
 def quota_kafkernel() -> Any:
     """A broker of this module's own: the cases see every quota they and no other module

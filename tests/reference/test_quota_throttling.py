@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 
 from kernel.testing.embedded import EmbeddedBroker
 from reference.kafka import ReferenceKafka
-from tests.reference.test_conformance_quotas import CLIENT, alter
+from tests.reference.test_conformance_quotas import CLIENT, alter, remove_every_quota
 
 QUOTA = 1024 * 1024
 WARM_S = 10.0
@@ -61,10 +61,14 @@ def test_a_produce_quota_holds_on_both_brokers(reference_kafka: ReferenceKafka) 
             answer = alter(bootstrap, [([(CLIENT, CLIENT_ID)],
                                         [("producer_byte_rate", float(QUOTA))])])
             assert answer[0][1] == 0, answer
-        with ThreadPoolExecutor(2) as pool:
-            futures = {name: pool.submit(_produced_rate, b, f"throttled-{time.monotonic_ns()}")
-                       for name, b in brokers.items()}
-            rates = {name: f.result() for name, f in futures.items()}
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                futures = {name: pool.submit(_produced_rate, b,
+                                             f"throttled-{time.monotonic_ns()}")
+                           for name, b in brokers.items()}
+                rates = {name: f.result() for name, f in futures.items()}
+        finally:
+            remove_every_quota(reference_kafka.bootstrap)  # shared by later tests
     assert abs(rates["kafkernel"] - QUOTA) <= 0.1 * QUOTA, rates
     assert abs(rates["kafka"] - QUOTA) <= 0.1 * QUOTA, rates
     assert abs(rates["kafkernel"] - rates["kafka"]) <= 0.1 * rates["kafka"], rates
