@@ -6,6 +6,7 @@ either produce and consume there."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,7 +67,13 @@ def test_metadata_describe_cluster_and_find_coordinator_give_the_listener_s_port
         cluster = _ask(sock, DescribeClusterRequest(include_cluster_authorized_operations=False))
         assert cluster.error_code == 0
         assert [(x.host, x.port) for x in cluster.brokers] == [("127.0.0.1", port)]
-        found = _ask(sock, FindCoordinatorRequest(key="g-listeners", key_type=0))
+        # COORDINATOR_NOT_AVAILABLE until the broker hosts the new __consumer_offsets (a
+        # topic of 50 partitions is applied off the event loop): clients retry it.
+        deadline = time.monotonic() + 10
+        while (found := _ask(sock, FindCoordinatorRequest(key="g-listeners", key_type=0))
+               ).error_code == ErrorCode.coordinator_not_available:
+            assert time.monotonic() < deadline, "no coordinator after 10 s"
+            time.sleep(0.05)
         assert (found.error_code, found.host, found.port) == (0, "127.0.0.1", port)
 
 
