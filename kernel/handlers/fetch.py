@@ -83,7 +83,7 @@ class FetchPartitionState:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
-    replica_id = _replica_id(request)
+    replica_id = fetch_replica_id(request)
     follower = replica_id >= 0
     image = services.metadata.image
     access = TopicAccess(ctx, "READ")
@@ -173,7 +173,9 @@ def _session_states(context: IncrementalFetch,
     return states
 
 
-def _replica_id(request: Any) -> int:
+def fetch_replica_id(request: Any) -> int:
+    """A Fetch's replica id (in replica_state from v15): a follower's id, -1 for a
+    consumer."""
     state = getattr(request, "replica_state", None)
     if state is not None:
         return int(state.replica_id)

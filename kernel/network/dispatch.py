@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from kernel.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from kernel.handlers.api_versions import unsupported_version_response
+from kernel.handlers.fetch import fetch_replica_id
 from kernel.metrics import BrokerMetrics
 from kernel.network.client_quota_manager import ClientQuotaManager
 from kernel.protocol.build import has_field
@@ -82,11 +83,6 @@ class _Timed:
             except BaseException as e:  # a cancellation goes to the handler
                 value, error = None, e
 
-
-def _replica_id(request: Any) -> int:
-    """A Fetch's replica id (in replica_state from v15); consumers send -1."""
-    state = getattr(request, "replica_state", None)
-    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
 class RequestDispatcher:
@@ -185,7 +181,7 @@ class RequestDispatcher:
     def _fetch_within_quota(self, ctx: RequestContext, request: Any) -> Any:
         """A consumer's fetch asks for no more than its quota allows in the windows, as
         Kafka bounds fetch.max.bytes, so one answer is never throttled away whole."""
-        if _replica_id(request) >= 0:
+        if fetch_replica_id(request) >= 0:
             return request
         limit = self.client_quotas.max_bytes_in_window(
             CONSUMER_BYTE_RATE, ctx.session.principal, ctx.client_id)
@@ -208,7 +204,7 @@ class RequestDispatcher:
         if ctx.api_key == PRODUCE:
             byte_ms = quotas.record(PRODUCER_BYTE_RATE, session.principal, client_id,
                                     ctx.size)
-        elif ctx.api_key == FETCH and response is not None and _replica_id(request) < 0:
+        elif ctx.api_key == FETCH and response is not None and fetch_replica_id(request) < 0:
             fetched = sum(len(p.records or b"") for t in response.responses
                           for p in t.partitions)
             byte_ms = quotas.record(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
