@@ -42,7 +42,7 @@ from kernel.fetch_session import (
 from kernel.handlers.partition_requests import LeaderHints, TopicAccess
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.log.file_records import FileRecords, next_offset_after
-from kernel.log.segment import LogOffsetMetadata
+from kernel.log.offset_metadata import LogOffsetMetadata
 from kernel.log.txn_index import AbortedTxn
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError

@@ -36,7 +36,7 @@ from kernel.log.log import (
 )
 from kernel.log.log_config import LogConfig
 from kernel.log.manager import LogDirError, LogDirInUseError, LogManager
-from kernel.log.segment import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from kernel.log.validator import AppendOrigin, LogAppendInfo
 
 __all__ = [

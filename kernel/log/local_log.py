@@ -20,13 +20,8 @@ from pathlib import Path
 
 from kernel.log.checkpoint import fsync_dir
 from kernel.log.log_config import LogConfig
-from kernel.log.segment import (
-    CLEANED_SUFFIX,
-    SWAP_SUFFIX,
-    FetchDataInfo,
-    LogOffsetMetadata,
-    LogSegment,
-)
+from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata
+from kernel.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.protocol.records import BatchHeader, Chunks
 

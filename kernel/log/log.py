@@ -28,6 +28,7 @@ from kernel.log.leader_epoch import LeaderEpochFileCache
 from kernel.log.loader import LogLoader, rebuild_producer_state
 from kernel.log.local_log import DeleteFilesLater, LocalLog, storage_error
 from kernel.log.log_config import LogConfig
+from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from kernel.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -36,12 +37,7 @@ from kernel.log.producer_state import (
     ProducerStateManager,
     read_end_txn_marker,
 )
-from kernel.log.segment import (
-    FetchDataInfo,
-    LogOffsetMetadata,
-    LogSegment,
-    TimestampAndOffset,
-)
+from kernel.log.segment import LogSegment
 from kernel.log.txn_index import AbortedTxn
 from kernel.log.validator import (
     AppendOrigin,

@@ -14,16 +14,14 @@ files grow with partitions, not with segments.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c as _crc32c
 
-from kernel.libc import libc_function
+from kernel.libc import fallocate_keep_size, pwritev_all
 from kernel.log.checkpoint import fsync_path
 from kernel.log.file_records import FileRecords, LogFile, whole_batches_end
 from kernel.log.index import (
@@ -32,6 +30,8 @@ from kernel.log.index import (
     TimeIndex,
     TimestampOffset,
 )
+from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from kernel.log.segment_recovery import RecoveryScan, revalidate
 from kernel.log.txn_index import TransactionIndex
 from kernel.protocol.records import (
     ATTRIBUTES_OFFSET,
@@ -39,7 +39,6 @@ from kernel.protocol.records import (
     CURRENT_MAGIC,
     INT32_MAX,
     LOG_OVERHEAD,
-    MAGIC_OFFSET,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
@@ -65,81 +64,11 @@ SWAP_SUFFIX = ".swap"
 # either: a response waiting for its client holds at most this much per partition.
 ZERO_COPY_MIN_BYTES = 4 * 1024
 SCAN_CHUNK_BYTES = 16 * 1024  # headers between two index entries fit in one pread
-RECOVERY_CHUNK_BYTES = 1024 * 1024
-IOV_MAX = 1024  # Linux's limit on buffers per pwritev
 # Disk blocks reserved ahead of the active segment's end (see LogSegment._reserve).
 PREALLOCATE_BYTES = 8 * 1024 * 1024
-FALLOC_FL_KEEP_SIZE = 0x01
 
 def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
-
-
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
-    """An offset with where it lives, so delayed fetches can count bytes available
-    without touching files (Kafka's LogOffsetMetadata)."""
-
-    message_offset: int
-    segment_base_offset: int = -1
-    relative_position_in_segment: int = -1
-
-    @property
-    def message_offset_only(self) -> bool:
-        return self.segment_base_offset < 0
-
-    def on_same_segment(self, other: LogOffsetMetadata) -> bool:
-        return (
-            not self.message_offset_only
-            and self.segment_base_offset == other.segment_base_offset
-        )
-
-    def on_older_segment(self, other: LogOffsetMetadata) -> bool:
-        return self.segment_base_offset < other.segment_base_offset
-
-    def position_diff(self, other: LogOffsetMetadata) -> int:
-        """Bytes between two offsets of one segment."""
-        return self.relative_position_in_segment - other.relative_position_in_segment
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """Bytes read for a fetch: whole batches, or the start of the first batch when it
-    alone is larger than the limit (``first_entry_incomplete``)."""
-
-    fetch_offset_metadata: LogOffsetMetadata
-    records: bytes | memoryview | FileRecords
-    first_entry_incomplete: bool = False
-    records_count: int = 0  # in the whole batches
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    """ListOffsets answer: ``leader_epoch`` None when unknown."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int | None
-
-
-# fallocate(2): os.posix_fallocate cannot pass FALLOC_FL_KEEP_SIZE.
-_FALLOCATE = libc_function(
-    "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-)
-
-
-def _pwritev_all(fd: int, chunks: Chunks, position: int) -> None:
-    """Write ``chunks`` back to back at ``position``, resuming after short writes."""
-    views = [memoryview(c) for c in chunks]
-    first = 0
-    while first < len(views):
-        written = os.pwritev(fd, views[first:first + IOV_MAX], position)
-        position += written
-        while first < len(views) and written >= views[first].nbytes:
-            written -= views[first].nbytes
-            first += 1
-        if written:
-            views[first] = views[first][written:]
 
 
 class LogSegment:
@@ -337,7 +266,7 @@ class LogSegment:
         end = position + sum(memoryview(c).nbytes for c in chunks)
         if end > self._reserved_to:
             self._reserve(fd, position, end)
-        _pwritev_all(fd, chunks, position)
+        pwritev_all(fd, chunks, position)
         offset_index = self.offset_index
         time_index = self.time_index
         max_ts = self.max_timestamp_so_far
@@ -367,11 +296,11 @@ class LogSegment:
         Writing into allocated blocks skips the filesystem's per-page block allocation:
         about a third of the cost of a write to the page cache on ext4. Released when
         the segment stops being active."""
-        if _FALLOCATE is None or self._reserve_failed:
+        if self._reserve_failed:
             return
         start = max(self._reserved_to, position)
         target = end + PREALLOCATE_BYTES
-        if _FALLOCATE(fd, FALLOC_FL_KEEP_SIZE, start, target - start) != 0:
+        if not fallocate_keep_size(fd, start, target - start):
             self._reserve_failed = True  # e.g. a filesystem without fallocate: write anyway
             return
         self._reserved_to = target
@@ -670,65 +599,21 @@ class LogSegment:
         else:
             last = time_index.last_entry
             self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
-        crc32c = _crc32c.crc32c
-        since = 0
-        chunk = b""
-        chunk_start = reported = position
-        while position + RECORD_BATCH_OVERHEAD <= file_size:
-            rel = position - chunk_start
-            if rel + RECORD_BATCH_OVERHEAD > len(chunk):
-                if on_progress is not None:
-                    on_progress(position - reported)
-                    reported = position
-                chunk = os.pread(fd, RECOVERY_CHUNK_BYTES, position)
-                chunk_start, rel = position, 0
-            header = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, rel))
-            size = header.batch_length + LOG_OVERHEAD
-            if (
-                size < RECORD_BATCH_OVERHEAD
-                or position + size > file_size
-                or chunk[rel + MAGIC_OFFSET] != CURRENT_MAGIC
-                or header.base_offset < next_offset
-                or header.last_offset_delta < 0
-                or header.last_offset - self.base_offset > INT32_MAX
-            ):
-                break
-            if rel + size > len(chunk):
-                if size > RECOVERY_CHUNK_BYTES:
-                    batch = os.pread(fd, size, position)
-                    view = memoryview(batch)[ATTRIBUTES_OFFSET:]
-                else:
-                    if on_progress is not None:
-                        on_progress(position - reported)
-                        reported = position
-                    chunk = os.pread(fd, RECOVERY_CHUNK_BYTES, position)
-                    chunk_start, rel = position, 0
-                    view = memoryview(chunk)[ATTRIBUTES_OFFSET:size]
-            else:
-                view = memoryview(chunk)[rel + ATTRIBUTES_OFFSET:rel + size]
-            if len(view) != size - ATTRIBUTES_OFFSET or crc32c(view) != header.crc:
-                break
-            if header.max_timestamp > self._max_timestamp:
-                self._max_timestamp = header.max_timestamp
-                self._offset_of_max_timestamp = header.last_offset
-            if since > self.index_interval_bytes:
-                if not offset_index.is_full():
-                    offset_index.append(header.last_offset, position)
-                if not time_index.is_full():
-                    time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                since = 0
-            if on_batch is not None:
-                on_batch(header)
-            next_offset = header.last_offset + 1
-            position += size
-            since += size
-        if on_progress is not None:
-            on_progress(position - reported)
+        scan = RecoveryScan(
+            position, next_offset, self._max_timestamp, self._offset_of_max_timestamp
+        )
+        revalidate(
+            fd, file_size, self.base_offset, scan, offset_index, time_index,
+            self.index_interval_bytes, on_batch, on_progress,
+        )
+        position = scan.position
+        self._max_timestamp = scan.max_timestamp
+        self._offset_of_max_timestamp = scan.offset_of_max_timestamp
         truncated = file_size - position
         if truncated:
             os.ftruncate(fd, position)
         self._size = position
-        self._bytes_since_last_index_entry = since
+        self._bytes_since_last_index_entry = scan.since
         if not self._active:
             self._finish_inactive()
         return truncated

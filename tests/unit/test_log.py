@@ -22,7 +22,7 @@ from kernel.log.log import (
     UnexpectedAppendOffsetError,
 )
 from kernel.log.log_config import LogConfig
-from kernel.log.segment import TimestampAndOffset
+from kernel.log.offset_metadata import TimestampAndOffset
 from kernel.log.validator import AppendOrigin, validate_and_assign_offsets
 from kernel.protocol.compression import Compression
 from kernel.protocol.errors import ErrorCode, KafkaError

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kernel.log import segment as segment_module
+from kernel.log import segment_recovery
 from kernel.log.loader import bytes_to_recover
 from kernel.log.log import Log
 from kernel.log.log_config import LogConfig
@@ -98,7 +98,7 @@ def test_recovery_reports_what_it_revalidates_a_chunk_at_a_time(
     """on_recovered hears of every byte recovery re-validated, in one call per chunk
     read (never per batch), and of nothing it trusted: the flushed part before the
     recovery point's index entry, a torn tail, segments after it."""
-    monkeypatch.setattr(segment_module, "RECOVERY_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(segment_recovery, "RECOVERY_CHUNK_BYTES", 4096)
     config = LogConfig(segment_bytes=20_000, index_interval_bytes=1_000)
     log = Log.open(tmp_path / "t-0", config, now_ms=NOW)
     for _ in range(200):
