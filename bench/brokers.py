@@ -414,7 +414,7 @@ class KafkernelBroker(AdminBroker):
         for item in self.overrides:
             self.command += ["--override", item]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        from reference.kafka import PROBE_INTERVAL, answers_metadata
+        from reference.kafka import PROBE_INTERVAL
 
         began = time.monotonic()
         self.proc = subprocess.Popen(_guarded(self.command), stdin=subprocess.DEVNULL,
@@ -431,12 +431,17 @@ class KafkernelBroker(AdminBroker):
                     self._bootstrap = check_loopback(listeners[0].split("://", 1)[1])
             # Timed as Kafka's start-up is: exec to the first Metadata answer (the port
             # is known from the log line first, since the broker binds port 0).
-            if self._bootstrap is not None and answers_metadata(self._bootstrap):
+            if self._bootstrap is not None and self._ready(self._bootstrap):
                 self.startup_s = time.monotonic() - began
                 return
             time.sleep(PROBE_INTERVAL)
         raise BrokerError(f"kafkernel did not start within {timeout_s:.0f} s: "
                           f"{self.log_tail()}")
+
+    def _ready(self, bootstrap: str) -> bool:
+        from reference.kafka import answers_metadata
+
+        return answers_metadata(bootstrap)
 
     def _started_listeners(self) -> list[str]:
         for line in self.log_path.read_text(errors="replace").splitlines():
