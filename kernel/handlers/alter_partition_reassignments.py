@@ -8,10 +8,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kernel.cluster import PartitionOutcome, TopicPartition, reassignment
+from kernel.cluster import PartitionOutcome, TopicPartition
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.replication_control import reassignment
 from kernel.requests import RequestContext
 
 API_KEY = 45

@@ -36,12 +36,16 @@ from kernel.cluster import (
     ScramCredential,
     TopicImage,
     TopicPartition,
-    assign_replicas,
-    broker_racks,
+)
+from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.replication_control import (
+    NewTopicNames,
+    added_partitions_assignment,
+    check_alter_partition,
+    new_topic_assignment,
     reassignment,
     requested_election,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
 
 from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
 from .log import MetadataLog
@@ -383,31 +387,14 @@ class KRaftMetadataBackend:
 
     async def _create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
         image = self._image
-        brokers = sorted(image.brokers)
-        # Kafka refuses names that differ only by '.' versus '_': both map to one
-        # metric name.
-        collisions = {_collision_key(name): name for name in image.topics}
-        requested: set[str] = set()
+        names = NewTopicNames(image)
         records: list[MetadataRecord] = []
         for topic in topics:
             name = topic.name
             if name == CLUSTER_METADATA_TOPIC:  # its directory is the metadata log's
                 raise KafkaError(ErrorCode.invalid_request, CLUSTER_METADATA_PROHIBITED)
-            if name in image.topics:
-                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-            if name in requested:
-                raise KafkaError(
-                    ErrorCode.invalid_request, f"Topic '{name}' appears more than once."
-                )
-            other = collisions.get(_collision_key(name))
-            if other is not None:
-                raise KafkaError(
-                    ErrorCode.invalid_topic_exception,
-                    f"Topic '{name}' collides with existing topic: {other}",
-                )
-            requested.add(name)
-            collisions[_collision_key(name)] = name
-            assignment = self._new_topic_assignment(topic, image, brokers)
+            names.check(name)
+            assignment = new_topic_assignment(topic, image, self._rng)
             # uuid4 carries version bits, so it is never the zero UUID nor Kafka's
             # reserved metadata topic id.
             topic_id = uuid.uuid4()
@@ -424,33 +411,6 @@ class KRaftMetadataBackend:
             return []
         new = await self._commit(records)
         return [new.topics[topic.name] for topic in topics]
-
-    def _new_topic_assignment(
-        self, topic: NewTopic, image: ClusterImage, brokers: list[int]
-    ) -> list[tuple[int, ...]]:
-        if topic.assignments is not None:
-            ids = sorted(topic.assignments)
-            if not ids or ids != list(range(len(ids))):
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"Partitions of topic '{topic.name}' must be numbered 0 to n-1, "
-                    f"got {ids}.",
-                )
-            assignment = [tuple(topic.assignments[p]) for p in ids]
-            _check_manual_assignment(assignment, image, replication_factor=None)
-            return assignment
-        if topic.num_partitions < 1:
-            raise KafkaError(
-                ErrorCode.invalid_partitions,
-                "Number of partitions was set to an invalid non-positive value.",
-            )
-        _check_replication_factor(topic.replication_factor, len(brokers))
-        return assign_replicas(
-            brokers, topic.num_partitions, topic.replication_factor,
-            start_index=self._rng.randrange(len(brokers)),
-            replica_shift=self._rng.randrange(len(brokers)),
-            racks=broker_racks(image),
-        )
 
     async def delete_topics(self, names: list[str]) -> None:
         await self._serialized(lambda: self._delete_topics(names))
@@ -481,39 +441,9 @@ class KRaftMetadataBackend:
         image = self._image
         current = _existing_topic(image, topic)
         count = len(current.partitions)
-        if new_total < count:
-            raise KafkaError(
-                ErrorCode.invalid_partitions,
-                f"Topic currently has {count} partitions, which is higher than the "
-                f"requested {new_total}.",
-            )
-        if new_total == count:
-            raise KafkaError(
-                ErrorCode.invalid_partitions, f"Topic already has {count} partitions."
-            )
-        added = new_total - count
         first = current.partitions[min(current.partitions)]
-        replication_factor = len(first.replicas)
-        if assignments is not None:
-            if len(assignments) != added:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"Attempted to add {added} additional partitions, but "
-                    f"{len(assignments)} assignments were specified.",
-                )
-            new_assignment = [tuple(replicas) for replicas in assignments]
-            _check_manual_assignment(new_assignment, image, replication_factor)
-        else:
-            brokers = sorted(image.brokers)
-            _check_replication_factor(replication_factor, len(brokers))
-            # As Kafka: continue the layout of partition 0 rather than start afresh.
-            start = next((i for i, b in enumerate(brokers) if b >= first.replicas[0]), None)
-            if start is None:
-                start = self._rng.randrange(len(brokers))
-            new_assignment = assign_replicas(
-                brokers, added, replication_factor, start_index=start, replica_shift=start,
-                first_partition=count, racks=broker_racks(image),
-            )
+        new_assignment = added_partitions_assignment(
+            count, new_total, first.replicas, assignments, image, self._rng)
         new = await self._commit([
             _partition_record(image, current.topic_id, partition, replicas)
             for partition, replicas in enumerate(new_assignment, start=count)
@@ -561,44 +491,8 @@ class KRaftMetadataBackend:
         partition_epoch: int,
     ) -> PartitionState:
         image = self._image
-        current = image.partition(topic, partition)
-        if current is None:
-            raise KafkaError(
-                ErrorCode.unknown_topic_or_partition,
-                f"Partition {topic}-{partition} does not exist.",
-            )
-        where = f"{topic}-{partition}"
-        # KIP-497 fencing: a request from a deposed leader, or one built on an ISR the
-        # controller has since changed, must not overwrite newer state.
-        if leader_epoch != current.leader_epoch:
-            raise KafkaError(
-                ErrorCode.fenced_leader_epoch,
-                f"Leader epoch {leader_epoch} of {where} is not the current "
-                f"{current.leader_epoch}.",
-            )
-        if partition_epoch != current.partition_epoch:
-            raise KafkaError(
-                ErrorCode.invalid_update_version,
-                f"Partition epoch {partition_epoch} of {where} is not the current "
-                f"{current.partition_epoch}.",
-            )
-        if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(current.replicas):
-            raise KafkaError(
-                ErrorCode.invalid_request,
-                f"ISR {list(isr)} of {where} must be distinct replicas of "
-                f"{list(current.replicas)}.",
-            )
-        if current.leader not in isr:
-            raise KafkaError(
-                ErrorCode.invalid_request,
-                f"ISR {list(isr)} of {where} does not include the leader {current.leader}.",
-            )
-        unregistered = [r for r in isr if r not in image.brokers]
-        if unregistered:
-            raise KafkaError(
-                ErrorCode.ineligible_replica,
-                f"ISR of {where} includes unregistered brokers {unregistered}.",
-            )
+        current = check_alter_partition(image, topic, partition, isr, leader_epoch,
+                                        partition_epoch)
         if isr == current.isr:
             return current
         topic_id = image.topics[topic].topic_id
@@ -669,64 +563,11 @@ class KRaftMetadataBackend:
 # ---------------------------------------------------------------------------
 
 
-def _collision_key(name: str) -> str:
-    return name.replace(".", "_")
-
-
 def _existing_topic(image: ClusterImage, name: str) -> TopicImage:
     topic = image.topics.get(name)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     return topic
-
-
-def _check_replication_factor(replication_factor: int, brokers: int) -> None:
-    if replication_factor < 1:
-        raise KafkaError(
-            ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
-        )
-    if replication_factor > brokers:
-        raise KafkaError(
-            ErrorCode.invalid_replication_factor,
-            f"Unable to replicate the partition {replication_factor} time(s): The target "
-            f"replication factor of {replication_factor} cannot be reached because only "
-            f"{brokers} broker(s) are registered.",
-        )
-
-
-def _check_manual_assignment(
-    assignment: list[tuple[int, ...]], image: ClusterImage, replication_factor: int | None
-) -> None:
-    """Kafka's checks of a manual assignment: non-empty, distinct, registered brokers,
-    one replication factor for every partition of the topic."""
-    expected = replication_factor
-    for replicas in assignment:
-        if not replicas:
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        if len(set(replicas)) != len(replicas):
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes a broker more than once: "
-                f"{list(replicas)}.",
-            )
-        for broker in replicas:
-            if broker not in image.brokers:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"The manual partition assignment includes broker {broker}, but no "
-                    "such broker is registered.",
-                )
-        if expected is None:
-            expected = len(replicas)
-        elif len(replicas) != expected:
-            raise KafkaError(
-                ErrorCode.invalid_replica_assignment,
-                f"The manual partition assignment includes a partition with "
-                f"{len(replicas)} replica(s), but other partitions have {expected}.",
-            )
 
 
 def _partition_record(

@@ -46,13 +46,17 @@ from kernel.cluster import (
     ScramCredential,
     TopicImage,
     TopicPartition,
-    assign_replicas,
-    broker_racks,
     is_internal_topic,
+)
+from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.replication_control import (
+    NewTopicNames,
+    added_partitions_assignment,
+    check_alter_partition,
+    new_topic_assignment,
     reassignment,
     requested_election,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
 from .controller import ELECTION_PATHS, ZkController
@@ -683,28 +687,18 @@ class ZkMetadataBackend:
 
     async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
         image = self._image
-        brokers = sorted(image.brokers)
-        collisions = {name.replace(".", "_"): name for name in image.topics}
-        requested: set[str] = set()
+        names = NewTopicNames(image)
         writes: list[tuple[str, uuid.UUID, dict[int, tuple[int, ...]], Mapping[str, str]]] = []
         for topic in topics:
             name = topic.name
-            if name in image.topics or name in self._cache.topics:
+            if name in self._cache.topics:
                 raise KafkaError(ErrorCode.topic_already_exists,
                                  f"Topic '{name}' already exists.")
             if name in self._cache.deletions:
                 raise KafkaError(ErrorCode.topic_already_exists,
                                  f"Topic '{name}' is marked for deletion.")
-            if name in requested:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 f"Topic '{name}' appears more than once.")
-            other = collisions.get(name.replace(".", "_"))
-            if other is not None:
-                raise KafkaError(ErrorCode.invalid_topic_exception,
-                                 f"Topic '{name}' collides with existing topic: {other}")
-            requested.add(name)
-            collisions[name.replace(".", "_")] = name
-            assignment = self._new_assignment(topic, brokers)
+            names.check(name)
+            assignment = new_topic_assignment(topic, image, self._rng)
             writes.append((name, uuid.uuid4(), dict(enumerate(assignment)), topic.configs))
         if not writes:
             return []
@@ -715,26 +709,6 @@ class ZkMetadataBackend:
             and len(t.partitions) == n for name, (tid, n) in expected.items()),
             "the controller to create the topics' partitions")
         return [self._image.topics[t.name] for t in topics]
-
-    def _new_assignment(self, topic: NewTopic, brokers: list[int]) -> list[tuple[int, ...]]:
-        """Kafka's AdminZkClient checks and its placement."""
-        if topic.assignments is not None:
-            ids = sorted(topic.assignments)
-            if not ids or ids != list(range(len(ids))):
-                raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                 f"Partitions of topic '{topic.name}' must be numbered 0 to "
-                                 f"n-1, got {ids}.")
-            assignment = [tuple(topic.assignments[p]) for p in ids]
-            _check_assignment(assignment, set(brokers), None)
-            return assignment
-        if topic.num_partitions < 1:
-            raise KafkaError(ErrorCode.invalid_partitions,
-                             "Number of partitions must be larger than 0.")
-        _check_replication_factor(topic.replication_factor, len(brokers))
-        return assign_replicas(brokers, topic.num_partitions, topic.replication_factor,
-                               start_index=self._rng.randrange(len(brokers)),
-                               replica_shift=self._rng.randrange(len(brokers)),
-                               racks=broker_racks(self._image))
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                                    Mapping[str, str]]]) -> None:
@@ -794,29 +768,9 @@ class ZkMetadataBackend:
             raise KafkaError(ErrorCode.reassignment_in_progress,
                              f"A partition reassignment is in progress for the topic "
                              f"'{topic}'.")
-        if new_total < count:
-            raise KafkaError(ErrorCode.invalid_partitions,
-                             f"Topic currently has {count} partitions, which is higher than "
-                             f"the requested {new_total}.")
-        if new_total == count:
-            raise KafkaError(ErrorCode.invalid_partitions,
-                             f"Topic already has {count} partitions.")
-        added = new_total - count
         first = cached.assignment.partitions[min(cached.assignment.partitions)]
-        brokers = sorted(self._image.brokers)
-        if assignments is not None:
-            if len(assignments) != added:
-                raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                 f"Increasing the number of partitions by {added} but "
-                                 f"{len(assignments)} assignments provided.")
-            new = [tuple(r) for r in assignments]
-            _check_assignment(new, set(brokers), len(first))
-        else:
-            _check_replication_factor(len(first), len(brokers))
-            start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
-            new = assign_replicas(brokers, added, len(first), start_index=start,
-                                  replica_shift=start, first_partition=count,
-                                  racks=broker_racks(self._image))
+        new = added_partitions_assignment(count, new_total, first, assignments, self._image,
+                                          self._rng)
         partitions = dict(cached.assignment.partitions)
         partitions.update(enumerate(new, start=count))
         data, version = encode_topic(current.topic_id, partitions), cached.version
@@ -958,33 +912,14 @@ class ZkMetadataBackend:
         first, and an ISR checked against the old replicas could take back a replica
         just removed."""
         isr = tuple(isr)
-        current = self._image.partition(topic, partition)
+        current = check_alter_partition(self._image, topic, partition, isr, leader_epoch,
+                                        partition_epoch)
         cached = self._cache.topics.get(topic)
         state = None if cached is None else cached.states.get(partition)
         where = f"{topic}-{partition}"
-        if current is None or state is None:
+        if state is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"Partition {where} does not exist.")
-        if leader_epoch != current.leader_epoch:
-            raise KafkaError(ErrorCode.fenced_leader_epoch,
-                             f"Leader epoch {leader_epoch} of {where} is not the current "
-                             f"{current.leader_epoch}.")
-        if partition_epoch != current.partition_epoch:
-            raise KafkaError(ErrorCode.invalid_update_version,
-                             f"Partition epoch {partition_epoch} of {where} is not the "
-                             f"current {current.partition_epoch}.")
-        if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(current.replicas):
-            raise KafkaError(ErrorCode.invalid_request,
-                             f"ISR {list(isr)} of {where} must be distinct replicas of "
-                             f"{list(current.replicas)}.")
-        if current.leader not in isr:
-            raise KafkaError(ErrorCode.invalid_request,
-                             f"ISR {list(isr)} of {where} does not include the leader "
-                             f"{current.leader}.")
-        unregistered = [r for r in isr if r not in self._image.brokers]
-        if unregistered:
-            raise KafkaError(ErrorCode.ineligible_replica,
-                             f"ISR of {where} includes unregistered brokers {unregistered}.")
         if isr == current.isr:
             return current
         new = LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
@@ -1246,36 +1181,6 @@ def _empty_image(cluster_id: str, controller_id: int) -> ClusterImage:
     empty: Mapping[Any, Any] = MappingProxyType({})
     return ClusterImage(cluster_id=cluster_id, controller_id=controller_id, brokers=empty,
                         topics=empty, topics_by_id=empty, broker_configs=empty)
-
-
-def _check_replication_factor(replication_factor: int, brokers: int) -> None:
-    if replication_factor < 1:
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         "Replication factor must be larger than 0.")
-    if replication_factor > brokers:
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"Replication factor: {replication_factor} larger than available "
-                         f"brokers: {brokers}.")
-
-
-def _check_assignment(assignment: list[tuple[int, ...]], brokers: set[int],
-                      replication_factor: int | None) -> None:
-    expected = replication_factor
-    for replicas in assignment:
-        if not replicas:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             "The manual partition assignment includes an empty replica list.")
-        if len(set(replicas)) != len(replicas):
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"Duplicate replica assignment found: {list(replicas)}")
-        unknown = [b for b in replicas if b not in brokers]
-        if unknown:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             f"Unknown broker(s) in replica assignment: {unknown}.")
-        expected = len(replicas) if expected is None else expected
-        if len(replicas) != expected:
-            raise KafkaError(ErrorCode.invalid_replica_assignment,
-                             "All partitions should have the same number of replicas")
 
 
 __all__ = ["NO_LEADER", "BrokerIdInUse", "ZkMetadataBackend", "ZkUnreachable", "uuid_to_kafka"]

@@ -504,7 +504,7 @@ def _precreate_internal_topics(zk_connect: str, broker_ids: Sequence[int],
     """__consumer_offsets and __transaction_state in Kafka's znodes (assignment and
     config, the configs Kafka gives them; the controller writes each partition's state
     once a replica is live), replicas spread as Kafka spreads them."""
-    from kernel.cluster import assign_replicas
+    from kernel.replication_control import assign_replicas
 
     segment_bytes = "104857600"
     configs = {

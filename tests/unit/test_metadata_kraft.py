@@ -23,10 +23,10 @@ from kernel.cluster import (
     MetadataBackend,
     NewTopic,
     ScramCredential,
-    assign_replicas,
 )
 from kernel.config import ConfigError, ConfigSchema
 from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.replication_control import assign_replicas
 from plugins import metadata_kraft
 from plugins.metadata_kraft import KRaftMetadataBackend, KRaftSettings
 from plugins.metadata_kraft.backend import PRODUCER_ID_BLOCK_SIZE

@@ -1,4 +1,4 @@
-"""kernel/cluster.py's controller rules, which both metadata backends run: Kafka's
+"""kernel/replication_control.py: the controller rules, which both metadata backends run: Kafka's
 replica placement with and without racks (AdminUtils, checked against the layouts of
 Kafka's AdminRackAwareTest), leader elections and reassignment targets."""
 
@@ -8,18 +8,16 @@ from collections import Counter
 
 import pytest
 
-from kernel.cluster import (
-    NO_LEADER,
+from kernel.cluster import NO_LEADER, ElectionType, PartitionState
+from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.replication_control import (
     RACKS_INCOMPLETE,
-    ElectionType,
-    PartitionState,
     assign_replicas,
     offline_election,
     rack_alternated,
     reassignment,
     requested_election,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
 
 RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
 
