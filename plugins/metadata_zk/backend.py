@@ -1,5 +1,6 @@
-"""The ZooKeeper metadata backend: Kafka's znodes are the authority, watches keep this
-broker's cache of them, and the cache is published as the cluster image.
+"""The ZooKeeper metadata backend: Kafka's znodes are the authority; the watcher
+(``watcher``) keeps this broker's cache of them and publishes it as the cluster image.
+This module registers the broker and writes.
 
 A change a client asks for is written as Kafka 3.x's brokers wrote it (a topic's
 assignment under /brokers/topics, its configs under /config/topics with a
@@ -16,9 +17,8 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 import structlog
@@ -46,7 +46,6 @@ from kernel.cluster import (
     ScramCredential,
     TopicImage,
     TopicPartition,
-    is_internal_topic,
 )
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.replication_control import (
@@ -58,41 +57,33 @@ from kernel.replication_control import (
     requested_election,
 )
 
-from .cache import TopicZnodes, ZnodeCache
+from .cache import ZnodeCache
 from .controller import ELECTION_PATHS, ZkController
 from .properties import check_meta_properties
-from .quotas import entity_at, entity_path, quota_text, quota_values
-from .zkclient import WatchHandle, ZkClient, ZkUnreachable, ZnodeStat, is_connected, is_lost
+from .quotas import entity_path, quota_text, quota_values
+from .watcher import CHANGE_TIMEOUT_S, ZkWatcher, retrieve_result
+from .zkclient import ZkClient, ZkUnreachable, is_connected, is_lost
 from .znodes import (
     ACL_PATHS,
-    ACL_RESOURCE_TYPES,
-    ACL_STORES,
-    BROKER_IDS,
     CLUSTER_ID,
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES,
-    CONTROLLER,
-    DELETE_TOPICS,
     ISR_CHANGE_PREFIX,
     ISR_CHANGES,
     PERSISTENT_PATHS,
     PRODUCER_ID_BLOCK,
     SCRAM_MECHANISMS,
-    TOPICS,
     LeaderAndIsr,
     ZnodeFormatError,
     acl_id,
     acl_path,
+    acls_by_pattern,
     broker_entity,
     broker_path,
     config_path,
     decode_acls,
-    decode_broker,
     decode_cluster_id,
-    decode_config,
-    decode_controller,
     decode_election,
-    decode_partition_state,
     decode_producer_id_block_end,
     decode_topic,
     delete_topic_path,
@@ -109,7 +100,6 @@ from .znodes import (
     encode_topic,
     partition_state_path,
     sanitize,
-    scram_credentials,
     scram_to_config,
     topic_path,
     uuid_to_kafka,
@@ -119,19 +109,11 @@ T = TypeVar("T")
 
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
 PRODUCER_ID_BLOCK_SIZE = 1000
-# How long a change waits for the controller and the watches before the request is
-# answered REQUEST_TIMED_OUT (the change itself still goes on, as in Kafka).
-CHANGE_TIMEOUT_S = 30.0
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class BrokerIdInUse(Exception):
     """/brokers/ids/<id> is held by another ZooKeeper session."""
-
-
-def _retrieve_result(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 class ZkMetadataBackend:
@@ -160,38 +142,25 @@ class ZkMetadataBackend:
         self._new_cluster_id = new_cluster_id
         self._log_dirs = list(log_dirs)
         self._rng = rng or random.Random()
-        self._cache = ZnodeCache()
         self._cluster_id = ""
-        self._image = _empty_image("", -1)
-        self._topic_images: dict[str, TopicImage] = {}
-        self._dirty: set[str] = set()
-        self._flush_scheduled = False
-        self._listeners: list[ImageListener] = []
-        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
-        self._watches: dict[str, WatchHandle] = {}
-        self._pending_watches = 0
         self._registered = False
         self.broker_epoch: int | None = None
-        self._scram: dict[tuple[str, int], ScramCredential] = {}
-        # (resource type, name, pattern type) -> its ACLs, as /kafka-acl* last showed them
-        self._acl_znodes: dict[tuple[int, str, int], list[AclBinding]] = {}
-        self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
-        # Quota entity -> its values, as the /config znodes last showed them; published
-        # as a new mapping on each change (readers tell a change by identity).
-        self._quota_znodes: dict[QuotaEntity, dict[str, float]] = {}
-        self._quotas: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
         self._stopping = False
+        # The watcher alone writes the cache; the controller and the writes read it.
+        self._cache = ZnodeCache()
         self._controller = ZkController(
             self._zk, self._cache, broker_id, is_registered=lambda: self._registered,
             logger=self._log, unclean_default=unclean_default)
+        self._watcher = ZkWatcher(self._zk, self._cache, self._controller, self._log)
+        self._until = self._watcher.until  # a write returns once its change shows
 
     # -- reading ------------------------------------------------------------------
 
     @property
     def image(self) -> ClusterImage:
-        return self._image
+        return self._watcher.image
 
     @property
     def cluster_id(self) -> str:
@@ -202,10 +171,16 @@ class ZkMetadataBackend:
         return self._controller.active
 
     def add_listener(self, listener: ImageListener) -> None:
-        self._listeners.append(listener)
+        self._watcher.add_listener(listener)
 
     def scram_credentials(self) -> Mapping[tuple[str, int], ScramCredential]:
-        return MappingProxyType(self._scram)
+        return self._watcher.scram_credentials()
+
+    def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
+        return self._watcher.client_quotas()
+
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        return self._watcher.acls()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -220,36 +195,18 @@ class ZkMetadataBackend:
         self._cluster_id = await self._zk.call(self._prepare_paths)
         await asyncio.get_running_loop().run_in_executor(
             None, check_meta_properties, self._log_dirs, self._broker_id, self._cluster_id)
-        self._image = _empty_image(self._cluster_id, -1)
         self._started = True
-        await self._watch_children(BROKER_IDS, self._on_broker_ids)
-        await self._watch_children(TOPICS, self._on_topics)
-        await self._watch_children("/config/brokers", self._on_broker_config_entities)
-        await self._watch_children("/config/users", self._on_users)
-        for kind in ("clients", "ips"):
-            await self._watch_children(
-                f"/config/{kind}", lambda children, k=kind: self._on_quota_entities(k, children))
-        await self._watch_children(DELETE_TOPICS, self._on_deletions)
-        await self._watch_children(ISR_CHANGES, self._on_isr_changes)
-        for election_type, path in ELECTION_PATHS.items():
-            await self._watch_data(path, lambda data, stat, e=election_type:
-                                   self._on_election(e, data, stat))
-        for pattern_type, store in ACL_STORES.items():
-            for resource_type, type_name in ACL_RESOURCE_TYPES.items():
-                await self._watch_children(
-                    f"{store}/{type_name}",
-                    lambda names, r=resource_type, p=pattern_type: self._on_acl_names(
-                        r, p, names))
+        await self._watcher.start(self._cluster_id)
         await self._register()
-        await self._until(lambda: self._pending_watches == 0
+        await self._until(lambda: self._watcher.pending_watches == 0
                           and self._broker_id in self._cache.brokers,
                           "this broker's registration to show")
-        await self._watch_data(CONTROLLER, self._on_controller)
+        await self._watcher.watch_controller()
         await self._until(lambda: self._cache.controller_id != -1, "a controller election")
-        self._flush()
+        self._watcher.flush()
         self._log.info("joined the cluster through ZooKeeper", cluster_id=self._cluster_id,
                        broker_id=self._broker_id, broker_epoch=self.broker_epoch,
-                       zookeeper=self._zk.connect, topics=len(self._image.topics))
+                       zookeeper=self._zk.connect, topics=len(self.image.topics))
 
     def _prepare_paths(self) -> str:
         """Kafka's createTopLevelPaths and getOrCreateClusterId (blocking)."""
@@ -292,13 +249,9 @@ class ZkMetadataBackend:
     async def stop(self) -> None:
         self._stopping = True
         await self._controller.stop()
-        for handle in self._watches.values():
-            handle.stop()
+        self._watcher.stop()
         for task in list(self._tasks):
             task.cancel()
-        for _, future in self._waiters:
-            if not future.done():
-                future.cancel()
         if self._started or self._zk is not None:
             await self._zk.stop()
         self._started = False
@@ -330,204 +283,9 @@ class ZkMetadataBackend:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(_retrieve_result)
-
-    # -- watches --------------------------------------------------------------------
-
-    def _watch_children(self, path: str, callback: Callable[[list[str]], None],
-                        handle: WatchHandle | None = None) -> Coroutine[Any, Any, None]:
-        self._pending_watches += 1  # counted now: start() waits for the first delivery
-        return self._watch(path, self._zk.watch_children(path, callback, handle))
-
-    def _watch_data(self, path: str,
-                    callback: Callable[[bytes | None, ZnodeStat | None], None],
-                    handle: WatchHandle | None = None) -> Coroutine[Any, Any, None]:
-        self._pending_watches += 1
-        return self._watch(path, self._zk.watch_data(path, callback, handle))
-
-    async def _watch(self, path: str, setting_up: Awaitable[WatchHandle]) -> None:
-        try:
-            handle = await setting_up
-            if not handle.stopped:
-                self._watches.setdefault(path, handle)
-        finally:
-            self._pending_watches -= 1
-            self._changed()
-
-    def _watch_later(self, path: str, kind: str, callback: Callable[..., None]) -> None:
-        """Start watching ``path`` unless it is watched already (from a callback)."""
-        if path in self._watches or self._stopping:
-            return
-        handle = self._watches[path] = WatchHandle()
-        setup = self._watch_children if kind == "children" else self._watch_data
-        self._spawn(setup(path, callback, handle))
-
-    def _unwatch(self, path: str) -> None:
-        handle = self._watches.pop(path, None)
-        if handle is not None:
-            handle.stop()
-
-    def _decoded(self, path: str, decode: Callable[[], Any]) -> Any:
-        try:
-            return decode()
-        except ZnodeFormatError as e:
-            self._log.warning("ignoring a znode not in Kafka's format", path=path, error=str(e))
-            return None
-
-    def _on_broker_ids(self, children: list[str]) -> None:
-        ids = {int(c) for c in children if c.lstrip("-").isdigit()}
-        for gone in set(self._cache.brokers) - ids:
-            del self._cache.brokers[gone]
-            self._unwatch(broker_path(gone))
-        for broker_id in ids:
-            self._watch_later(broker_path(broker_id), "data",
-                              lambda data, stat, b=broker_id: self._on_broker(b, data))
-        self._changed(all_topics=True)
-
-    def _on_broker(self, broker_id: int, data: bytes | None) -> None:
-        registration = None if data is None else self._decoded(
-            broker_path(broker_id), lambda: decode_broker(broker_id, data))
-        if registration is None:
-            self._cache.brokers.pop(broker_id, None)
-        else:
-            self._cache.brokers[broker_id] = registration
-        self._changed(all_topics=True)
-
-    def _on_controller(self, data: bytes | None, stat: ZnodeStat | None) -> None:
-        controller = None if data is None else self._decoded(
-            CONTROLLER, lambda: decode_controller(data))
-        self._cache.controller_id = -1 if controller is None else controller
-        self._controller.controller_changed(controller)
-        self._changed()
-
-    def _on_topics(self, children: list[str]) -> None:
-        names = set(children)
-        for gone in set(self._cache.topics) - names:
-            self._forget_topic(gone)
-        for name in names - set(self._cache.topics):
-            self._cache.topics[name] = TopicZnodes()
-            self._watch_later(topic_path(name), "data",
-                              lambda data, stat, t=name: self._on_topic(t, data, stat))
-            self._watch_later(config_path("topics", name), "data",
-                              lambda data, stat, t=name: self._on_topic_config(t, data))
-
-    def _forget_topic(self, name: str) -> None:
-        topic = self._cache.topics.pop(name, None)
-        for path in [p for p in self._watches
-                     if p == config_path("topics", name) or p == topic_path(name)
-                     or p.startswith(topic_path(name) + "/")]:
-            self._unwatch(path)
-        if topic is not None:
-            self._changed(topic=name)
-
-    def _on_topic(self, name: str, data: bytes | None, stat: ZnodeStat | None) -> None:
-        topic = self._cache.topics.get(name)
-        if topic is None:
-            return
-        assignment = None if data is None else self._decoded(
-            topic_path(name), lambda: decode_topic(data))
-        if assignment is not None and topic.assignment is not None \
-                and assignment.topic_id != topic.assignment.topic_id:
-            topic.states.clear()  # deleted and created again: a new topic
-        topic.assignment = assignment
-        topic.version = stat.version if stat is not None else -1
-        for partition in (assignment.partitions if assignment else ()):
-            path = partition_state_path(name, partition)
-            self._watch_later(path, "data", lambda d, s, t=name, p=partition:
-                              self._on_partition_state(t, p, d, s))
-        self._changed(topic=name)
-
-    def _on_partition_state(self, name: str, partition: int, data: bytes | None,
-                            stat: ZnodeStat | None) -> None:
-        topic = self._cache.topics.get(name)
-        if topic is None:
-            return
-        path = partition_state_path(name, partition)
-        state = None if data is None or stat is None else self._decoded(
-            path, lambda: decode_partition_state(data, stat.version))
-        if state is None:
-            topic.states.pop(partition, None)
-        else:
-            topic.states[partition] = state
-        self._changed(topic=name)
-
-    def _on_topic_config(self, name: str, data: bytes | None) -> None:
-        topic = self._cache.topics.get(name)
-        if topic is None:
-            return
-        topic.configs = self._decoded(config_path("topics", name),
-                                      lambda: decode_config(data)) or {}
-        self._changed(topic=name)
-
-    def _on_broker_config_entities(self, children: list[str]) -> None:
-        for entity in children:
-            broker_id = -1 if entity == broker_entity(-1) else (
-                int(entity) if entity.lstrip("-").isdigit() else None)
-            if broker_id is None:
-                continue
-            self._watch_later(config_path("brokers", entity), "data",
-                              lambda data, stat, b=broker_id: self._on_broker_config(b, data))
-
-    def _on_broker_config(self, broker_id: int, data: bytes | None) -> None:
-        configs = self._decoded(config_path("brokers", broker_entity(broker_id)),
-                                lambda: decode_config(data)) or {}
-        if configs:
-            self._cache.broker_configs[broker_id] = configs
-        else:
-            self._cache.broker_configs.pop(broker_id, None)
-        self._changed()
-
-    def _on_users(self, children: list[str]) -> None:
-        for entity in children:
-            self._watch_later(config_path("users", entity), "data",
-                              lambda data, stat, e=entity: self._on_user(e, data))
-
-    def _on_user(self, entity: str, data: bytes | None) -> None:
-        user = desanitize(entity)
-        configs = self._decoded(config_path("users", entity),
-                                lambda: decode_config(data)) or {}
-        self._cache.user_configs[user] = configs
-        scram = {key: c for key, c in self._scram.items() if key[0] != user}
-        credentials = self._decoded(config_path("users", entity),
-                                    lambda: scram_credentials(user, configs)) or []
-        scram.update({(c.name, c.mechanism): c for c in credentials})
-        self._scram = scram
-        self._on_quota_znode(f"users/{entity}", configs)
-        self._spawn(self._watch_user_clients(entity))
-        self._changed()
+        task.add_done_callback(retrieve_result)
 
     # -- client quotas: /config/users, /config/clients, /config/ips (quotas.py) ----------
-
-    def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
-        return self._quotas
-
-    async def _watch_user_clients(self, user: str) -> None:
-        """/config/users/<user>/clients made if absent (a children watch needs it)."""
-        path = f"/config/users/{user}/clients"
-        await self._zk.call(self._zk.kazoo.ensure_path, path)
-        self._watch_later(path, "children",
-                          lambda children: self._on_quota_entities(f"users/{user}/clients",
-                                                                    children))
-
-    def _on_quota_entities(self, parent: str, children: list[str]) -> None:
-        for child in children:
-            path = f"{parent}/{child}"
-            self._watch_later(f"/config/{path}", "data", lambda data, stat, p=path:
-                              self._on_quota_znode(p, self._decoded(
-                                  f"/config/{p}", lambda: decode_config(data)) or {}))
-
-    def _on_quota_znode(self, path: str, configs: Mapping[str, str]) -> None:
-        entity = entity_at(path)
-        values = quota_values(configs)
-        if values == self._quota_znodes.get(entity, {}):
-            return
-        if values:
-            self._quota_znodes[entity] = values
-        else:
-            self._quota_znodes.pop(entity, None)
-        self._quotas = MappingProxyType({
-            e: MappingProxyType(dict(v)) for e, v in self._quota_znodes.items()})
-        self._changed()
 
     async def alter_client_quotas(
         self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
@@ -538,7 +296,7 @@ class ZkMetadataBackend:
             # A user's znode also holds its SCRAM credentials: those are kept.
             configs = dict(self._cache.user_configs.get(desanitize(path[6:]), {})) \
                 if path.startswith("users/") and "/" not in path[6:] else {
-                    k: quota_text(k, v) for k, v in self._quota_znodes.get(entity, {}).items()}
+                    k: quota_text(k, v) for k, v in self._watcher.quota_znode(entity).items()}
             for key, value in change.items():
                 if value is None:
                     configs.pop(key, None)
@@ -546,7 +304,7 @@ class ZkMetadataBackend:
                     configs[key] = quota_text(key, value)
             wanted[entity] = quota_values(configs)
             await self._write(self._write_quota_configs, path, configs)
-        await self._until(lambda: all(self._quota_znodes.get(e, {}) == v
+        await self._until(lambda: all(self._watcher.quota_znode(e) == v
                                       for e, v in wanted.items()), "the quotas to show")
 
     def _write_quota_configs(self, path: str, configs: Mapping[str, str]) -> None:
@@ -560,113 +318,7 @@ class ZkMetadataBackend:
         entity_type, _, entity = path.partition("/")
         self._write_configs(entity_type, entity, configs)
 
-    def _on_acl_names(self, resource_type: int, pattern_type: int, names: list[str]) -> None:
-        for key in [k for k in self._acl_znodes
-                    if k[0] == resource_type and k[2] == pattern_type and k[1] not in names]:
-            self._unwatch(acl_path(*key))
-            self._on_acl(key, None)
-        for name in names:
-            key = (resource_type, name, pattern_type)
-            self._watch_later(acl_path(*key), "data",
-                              lambda data, stat, k=key: self._on_acl(k, data))
-
-    def _on_acl(self, key: tuple[int, str, int], data: bytes | None) -> None:
-        bindings = None if data is None else self._decoded(
-            acl_path(*key), lambda: decode_acls(*key, data))
-        if bindings:
-            self._acl_znodes[key] = bindings
-        else:
-            self._acl_znodes.pop(key, None)
-        self._acls = MappingProxyType({acl_id(b): b for bs in self._acl_znodes.values()
-                                       for b in bs})
-        self._changed()
-
-    def _on_deletions(self, children: list[str]) -> None:
-        self._cache.deletions = set(children)
-        self._changed()
-
-    def _on_election(self, election_type: ElectionType, data: bytes | None,
-                     stat: ZnodeStat | None) -> None:
-        if data is None or stat is None:
-            self._cache.elections.pop(election_type, None)
-        else:
-            partitions = self._decoded(ELECTION_PATHS[election_type],
-                                       lambda: decode_election(data))
-            # Malformed: kept empty, so the controller deletes it.
-            self._cache.elections[election_type] = (partitions or frozenset(), stat.version)
-        self._changed()
-
-    def _on_isr_changes(self, children: list[str]) -> None:
-        self._cache.isr_changes = set(children)
-        if children:
-            self._changed()
-
-    # -- publishing -------------------------------------------------------------------
-
-    def _changed(self, *, topic: str | None = None, all_topics: bool = False) -> None:
-        if all_topics:
-            self._dirty.update(self._cache.topics)
-            self._dirty.update(self._topic_images)
-        elif topic is not None:
-            self._dirty.add(topic)
-        if not self._flush_scheduled and self._started:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """Publish one image for every change delivered since the last one."""
-        self._flush_scheduled = False
-        if self._stopping:
-            return
-        cache = self._cache
-        live = set(cache.brokers)
-        for name in self._dirty:
-            topic = cache.topics.get(name)
-            built = None if topic is None else _topic_image(
-                name, topic, live, self._topic_images.get(name))
-            if built is None:
-                self._topic_images.pop(name, None)
-            else:
-                self._topic_images[name] = built
-        self._dirty.clear()
-        topics = dict(sorted(self._topic_images.items()))
-        image = ClusterImage(
-            cluster_id=self._cluster_id,
-            controller_id=cache.controller_id,
-            brokers=MappingProxyType(dict(sorted(cache.brokers.items()))),
-            topics=MappingProxyType(topics),
-            topics_by_id=MappingProxyType({t.topic_id: t for t in topics.values()}),
-            broker_configs=MappingProxyType({
-                b: MappingProxyType(dict(c)) for b, c in sorted(cache.broker_configs.items())}),
-        )
-        previous, self._image = self._image, image
-        if previous != image:
-            for listener in tuple(self._listeners):
-                try:
-                    listener(previous, image)
-                except Exception:
-                    self._log.exception("metadata listener failed", listener=repr(listener))
-        for predicate, future in list(self._waiters):
-            if not future.done() and predicate():
-                future.set_result(None)
-        self._controller.changed()
-
-    async def _until(self, predicate: Callable[[], bool], what: str,
-                     timeout: float = CHANGE_TIMEOUT_S) -> None:
-        """Wait until the cache shows what a change wrote (REQUEST_TIMED_OUT after
-        ``timeout`` seconds)."""
-        if predicate():
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise KafkaError(ErrorCode.request_timed_out,
-                             f"Timed out waiting for {what}.") from None
-        finally:
-            self._waiters.remove(entry)
+    # -- writing ----------------------------------------------------------------------
 
     async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A change a client asked for, on the ZooKeeper thread: ZooKeeper out of reach
@@ -686,7 +338,7 @@ class ZkMetadataBackend:
     # -- topics -----------------------------------------------------------------------
 
     async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
-        image = self._image
+        image = self.image
         names = NewTopicNames(image)
         writes: list[tuple[str, uuid.UUID, dict[int, tuple[int, ...]], Mapping[str, str]]] = []
         for topic in topics:
@@ -705,10 +357,10 @@ class ZkMetadataBackend:
         await self._write(self._write_topics, writes)
         expected = {name: (topic_id, len(a)) for name, topic_id, a, _ in writes}
         await self._until(lambda: all(
-            (t := self._image.topics.get(name)) is not None and t.topic_id == tid
+            (t := self.image.topics.get(name)) is not None and t.topic_id == tid
             and len(t.partitions) == n for name, (tid, n) in expected.items()),
             "the controller to create the topics' partitions")
-        return [self._image.topics[t.name] for t in topics]
+        return [self.image.topics[t.name] for t in topics]
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                                    Mapping[str, str]]]) -> None:
@@ -738,7 +390,7 @@ class ZkMetadataBackend:
         names = list(dict.fromkeys(names))
         gone = {}
         for name in names:
-            topic = self._image.topics.get(name)
+            topic = self.image.topics.get(name)
             if topic is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition,
                                  f"Topic '{name}' does not exist.")
@@ -752,13 +404,13 @@ class ZkMetadataBackend:
 
         await self._write(request)
         await self._until(lambda: all(
-            (t := self._image.topics.get(n)) is None or t.topic_id != tid
+            (t := self.image.topics.get(n)) is None or t.topic_id != tid
             for n, tid in gone.items()), "the controller to delete the topics")
 
     async def create_partitions(self, topic: str, new_total: int,
                                 assignments: list[tuple[int, ...]] | None = None
                                 ) -> TopicImage:
-        current = self._image.topics.get(topic)
+        current = self.image.topics.get(topic)
         cached = self._cache.topics.get(topic)
         if current is None or cached is None or cached.assignment is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
@@ -769,7 +421,7 @@ class ZkMetadataBackend:
                              f"A partition reassignment is in progress for the topic "
                              f"'{topic}'.")
         first = cached.assignment.partitions[min(cached.assignment.partitions)]
-        new = added_partitions_assignment(count, new_total, first, assignments, self._image,
+        new = added_partitions_assignment(count, new_total, first, assignments, self.image,
                                           self._rng)
         partitions = dict(cached.assignment.partitions)
         partitions.update(enumerate(new, start=count))
@@ -784,20 +436,20 @@ class ZkMetadataBackend:
                                  f"Topic '{topic}' changed meanwhile; try again.") from None
 
         await self._write(write)
-        await self._until(lambda: (t := self._image.topics.get(topic)) is not None
+        await self._until(lambda: (t := self.image.topics.get(topic)) is not None
                           and len(t.partitions) == new_total,
                           "the controller to create the new partitions")
-        return self._image.topics[topic]
+        return self.image.topics[topic]
 
     # -- configs ----------------------------------------------------------------------
 
     async def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
-        if topic not in self._image.topics:
+        if topic not in self.image.topics:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"Topic '{topic}' does not exist.")
         wanted = dict(configs)
         await self._write(self._write_configs, "topics", topic, wanted)
-        await self._until(lambda: (t := self._image.topics.get(topic)) is None
+        await self._until(lambda: (t := self.image.topics.get(topic)) is None
                           or dict(t.configs) == wanted, "the topic's configs to show")
 
     async def set_broker_configs(self, broker_id: int, configs: Mapping[str, str]) -> None:
@@ -805,7 +457,7 @@ class ZkMetadataBackend:
             raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {broker_id}.")
         wanted = dict(configs)
         await self._write(self._write_configs, "brokers", broker_entity(broker_id), wanted)
-        await self._until(lambda: dict(self._image.broker_configs.get(broker_id, {})) == wanted,
+        await self._until(lambda: dict(self.image.broker_configs.get(broker_id, {})) == wanted,
                           "the broker's configs to show")
 
     def _write_configs(self, entity_type: str, entity: str, configs: Mapping[str, str],
@@ -856,21 +508,18 @@ class ZkMetadataBackend:
 
     # -- ACLs: Kafka's ZooKeeper authorizer layout ------------------------------------
 
-    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
-        return self._acls
-
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[uuid.UUID]:
-        for key, group in _by_pattern(bindings).items():
+        for key, group in acls_by_pattern(bindings).items():
             await self._write(self._rewrite_acls, key, group, ())
-        await self._until(lambda: all(acl_id(b) in self._acls for b in bindings),
+        await self._until(lambda: all(acl_id(b) in self.acls() for b in bindings),
                           "the ACLs to show")
         return [acl_id(b) for b in bindings]
 
     async def remove_acls(self, ids: Sequence[uuid.UUID]) -> None:
-        gone = [self._acls[i] for i in ids if i in self._acls]
-        for key, group in _by_pattern(gone).items():
+        gone = [self.acls()[i] for i in ids if i in self.acls()]
+        for key, group in acls_by_pattern(gone).items():
             await self._write(self._rewrite_acls, key, (), group)
-        await self._until(lambda: not any(i in self._acls for i in ids),
+        await self._until(lambda: not any(i in self.acls() for i in ids),
                           "the ACLs to go")
 
     def _rewrite_acls(self, key: tuple[int, str, int], add: Sequence[AclBinding],
@@ -912,7 +561,7 @@ class ZkMetadataBackend:
         first, and an ISR checked against the old replicas could take back a replica
         just removed."""
         isr = tuple(isr)
-        current = check_alter_partition(self._image, topic, partition, isr, leader_epoch,
+        current = check_alter_partition(self.image, topic, partition, isr, leader_epoch,
                                         partition_epoch)
         cached = self._cache.topics.get(topic)
         state = None if cached is None else cached.states.get(partition)
@@ -948,9 +597,9 @@ class ZkMetadataBackend:
             return int(results[1].version)
 
         version = await self._write(write)
-        await self._until(lambda: (p := self._image.partition(topic, partition)) is None
+        await self._until(lambda: (p := self.image.partition(topic, partition)) is None
                           or p.partition_epoch >= version, "the partition's new ISR to show")
-        result = self._image.partition(topic, partition)
+        result = self.image.partition(topic, partition)
         if result is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"Partition {where} does not exist.")
@@ -965,7 +614,7 @@ class ZkMetadataBackend:
         znode the controller watches (Kafka's /admin/preferred_replica_election, or
         Kafkernel's /admin/unclean_leader_election); each is answered once the image
         shows the leader elected, as Kafka's DelayedElectLeader waits."""
-        image = self._image
+        image = self.image
         live = set(image.brokers)
         results: dict[TopicPartition, PartitionOutcome] = {}
         expected: dict[TopicPartition, int] = {}
@@ -985,7 +634,7 @@ class ZkMetadataBackend:
             return results
 
         def elected() -> bool:
-            return all((p := self._image.partition(*tp)) is not None and p.leader == leader
+            return all((p := self.image.partition(*tp)) is not None and p.leader == leader
                        for tp, leader in expected.items())
 
         try:
@@ -996,7 +645,7 @@ class ZkMetadataBackend:
             if e.error_code != ErrorCode.request_timed_out:
                 raise
         for tp, leader in expected.items():
-            p = self._image.partition(*tp)
+            p = self.image.partition(*tp)
             results[tp] = PartitionOutcome() if p is not None and p.leader == leader \
                 else PartitionOutcome(ErrorCode.request_timed_out)
         return results
@@ -1034,7 +683,7 @@ class ZkMetadataBackend:
         adding_replicas and removing_replicas, at the version read; the controller
         completes it once the targets are in the ISR. Answered once the image shows the
         reassignment (or its completion)."""
-        image = self._image
+        image = self.image
         live = set(image.brokers)
         results: dict[TopicPartition, PartitionOutcome] = {}
         targets: dict[str, dict[int, tuple[int, ...] | None]] = {}
@@ -1055,7 +704,7 @@ class ZkMetadataBackend:
                                 for p, (outcome, _) in written.items()})
                 plans = {p: plan for p, (outcome, plan) in written.items() if plan}
                 await self._until(lambda topic=topic, plans=plans: all(
-                    _reassignment_shown(self._image.partition(topic, p), *plan)
+                    _reassignment_shown(self.image.partition(topic, p), *plan)
                     for p, plan in plans.items()), "the reassignment to show")
             except KafkaError as e:
                 results.update({(topic, p): PartitionOutcome.of(e) for p in wanted})
@@ -1131,40 +780,6 @@ class ZkMetadataBackend:
                 continue  # another broker took a block meanwhile
 
 
-def _topic_image(name: str, topic: TopicZnodes, live: set[int],
-                 previous: TopicImage | None) -> TopicImage | None:
-    """The topic as clients may see it: once it has an id and every partition of its
-    assignment has a state. Partitions being added appear together, once all have one:
-    a client must never see a partition count in between (coordinators hash their keys
-    over it)."""
-    assignment = topic.assignment
-    if assignment is None or assignment.topic_id is None:
-        return None
-    count = len(assignment.partitions)
-    if any(topic.states.get(p) is None or p not in assignment.partitions
-           for p in range(count)):
-        count = 0 if previous is None or previous.topic_id != assignment.topic_id \
-            else len(previous.partitions)
-    partitions: dict[int, PartitionState] = {}
-    for partition in range(count):
-        replicas = assignment.partitions.get(partition)
-        state = topic.states.get(partition)
-        if replicas is None or state is None:
-            return previous
-        partitions[partition] = PartitionState(
-            partition=partition, replicas=replicas, isr=state.isr, leader=state.leader,
-            leader_epoch=state.leader_epoch, partition_epoch=state.zk_version,
-            offline_replicas=tuple(r for r in replicas if r not in live),
-            adding_replicas=assignment.adding.get(partition, ()),
-            removing_replicas=assignment.removing.get(partition, ()))
-    if not partitions:
-        return None
-    return TopicImage(name=name, topic_id=assignment.topic_id,
-                      partitions=MappingProxyType(partitions),
-                      configs=MappingProxyType(dict(topic.configs)),
-                      internal=is_internal_topic(name))
-
-
 def _reassignment_shown(state: PartitionState | None, replicas: tuple[int, ...],
                         adding: tuple[int, ...], removing: tuple[int, ...]) -> bool:
     """The image has the reassignment written, or already its completion."""
@@ -1177,17 +792,4 @@ def _reassignment_shown(state: PartitionState | None, replicas: tuple[int, ...],
         r for r in replicas if r not in removing)
 
 
-def _empty_image(cluster_id: str, controller_id: int) -> ClusterImage:
-    empty: Mapping[Any, Any] = MappingProxyType({})
-    return ClusterImage(cluster_id=cluster_id, controller_id=controller_id, brokers=empty,
-                        topics=empty, topics_by_id=empty, broker_configs=empty)
-
-
 __all__ = ["NO_LEADER", "BrokerIdInUse", "ZkMetadataBackend", "ZkUnreachable", "uuid_to_kafka"]
-
-
-def _by_pattern(bindings: Sequence[AclBinding]) -> dict[tuple[int, str, int], list[AclBinding]]:
-    groups: dict[tuple[int, str, int], list[AclBinding]] = {}
-    for b in bindings:
-        groups.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)
-    return groups

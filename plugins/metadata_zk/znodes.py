@@ -441,3 +441,11 @@ def decode_acls(resource_type: int, name: str, pattern_type: int,
 def acl_id(binding: AclBinding) -> uuid.UUID:
     """ZooKeeper keeps no ACL ids: one derived from the binding, the same on every broker."""
     return uuid.uuid5(uuid.NAMESPACE_OID, repr(binding))
+
+
+def acls_by_pattern(bindings: Sequence[AclBinding]) -> dict[tuple[int, str, int], list[AclBinding]]:
+    """ACLs grouped by the znode that holds them: (resource type, name, pattern type)."""
+    groups: dict[tuple[int, str, int], list[AclBinding]] = {}
+    for b in bindings:
+        groups.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b)
+    return groups

@@ -9,9 +9,9 @@ import uuid
 import pytest
 
 from kernel.cluster import NO_LEADER, BrokerEndpoint, BrokerRegistration, ScramCredential
-from plugins.metadata_zk.backend import _topic_image
 from plugins.metadata_zk.cache import TopicZnodes
 from plugins.metadata_zk.controller import complete_reassignment, elect_leader
+from plugins.metadata_zk.watcher import topic_image
 from plugins.metadata_zk.zkclient import split_connect
 from plugins.metadata_zk.znodes import (
     LeaderAndIsr,
@@ -125,17 +125,17 @@ def test_a_topic_shows_once_every_partition_has_a_state() -> None:
     topic = TopicZnodes(assignment=TopicAssignment(topic_id, {0: (1,), 1: (1,), 2: (1,)}))
     topic.states[0] = LeaderAndIsr(1, 0, (1,), 1)
     topic.states[1] = LeaderAndIsr(1, 0, (1,), 1)
-    assert _topic_image("t", topic, {1}, None) is None
+    assert topic_image("t", topic, {1}, None) is None
     topic.states[2] = LeaderAndIsr(1, 0, (1,), 1)
-    shown = _topic_image("t", topic, {1}, None)
+    shown = topic_image("t", topic, {1}, None)
     assert shown is not None and len(shown.partitions) == 3
     # Two partitions added: the three shown stay until both new ones have a state.
     topic.assignment = TopicAssignment(topic_id, {p: (1,) for p in range(5)})
     topic.states[3] = LeaderAndIsr(1, 0, (1,), 1)
-    partial = _topic_image("t", topic, {1}, shown)
+    partial = topic_image("t", topic, {1}, shown)
     assert partial is not None and sorted(partial.partitions) == [0, 1, 2]
     topic.states[4] = LeaderAndIsr(1, 0, (1,), 1)
-    grown = _topic_image("t", topic, {2}, partial)
+    grown = topic_image("t", topic, {2}, partial)
     assert grown is not None and len(grown.partitions) == 5
     assert grown.partitions[4].offline_replicas == (1,)
 
