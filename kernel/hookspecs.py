@@ -16,7 +16,7 @@ view of the registry, which attributes what it registers to the plugin.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -49,6 +49,16 @@ def kafkernel_config_schema() -> ConfigSchema | None:
     broker's own settings (unknown key, wrong type: startup stops naming file and key).
 
     :returns: the schema, or None when the plugin takes no settings.
+    """
+
+
+@hookspec
+def kafkernel_configure(settings: Any) -> None:
+    """Receive this plugin's settings: its ``[plugins.<name>]`` table, under whatever
+    name the plugin was enabled, validated and built by the schema it returned from
+    ``kafkernel_config_schema`` (the schema's defaults when the file has no table).
+    Called once per plugin, before every other lifecycle hook; None for a plugin
+    without a schema. Keep them on the plugin object.
     """
 
 

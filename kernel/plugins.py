@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import traceback
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
@@ -164,6 +164,11 @@ class PluginFacade:
             for schema in caller():
                 schemas[owner] = schema
         return schemas
+
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        """Each plugin its own settings (``settings``: by the name it was enabled as)."""
+        for owner, caller in self._each_plugin("kafkernel_configure"):
+            caller(settings=settings.get(owner))
 
     def register_apis(self, routes: Routes) -> None:
         # Kernel first, then plugins in config order: the error for a double claim

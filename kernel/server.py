@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import os
 import traceback
 from collections.abc import Callable, MutableMapping, Sequence
@@ -32,6 +33,7 @@ from kernel.config import (
     coerce,
     replace_settings,
     schema_keys,
+    toml_key,
 )
 from kernel.coordination.registry import Coordinators, RegistrationError
 from kernel.fetch_session import FetchSessionCache
@@ -89,7 +91,7 @@ class Broker:
         self.log: Any = make_logger(cfg.logging_format, cfg.logging_level, stream=progress_bar,
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
-        self._plugin_settings = self._validate_plugin_tables()
+        self.plugins.configure(self._validate_plugin_tables())
         self.routes = Routes()
         self.coordinators = Coordinators()
         try:
@@ -226,7 +228,9 @@ class Broker:
                         f"{self.loaded.source}: plugins.{name}: plugin {name!r} takes no settings"
                     )
                 continue
-            settings[name] = schema.build(table, self.loaded.source)
+            # Errors name the table as the file writes it, whatever the plugin calls it.
+            written = dataclasses.replace(schema, table=f"plugins.{toml_key(name)}")
+            settings[name] = written.build(table, self.loaded.source)
         for name in self.loaded.plugin_tables:
             if name not in self.loaded.enabled_plugins:
                 raise ConfigError(
@@ -234,10 +238,6 @@ class Broker:
                     f"enabled; enabled: {', '.join(self.loaded.enabled_plugins) or 'none'}"
                 )
         return settings
-
-    def plugin_settings(self, name: str) -> Any:
-        """The validated ``[plugins.<name>]`` table of an enabled plugin."""
-        return self._plugin_settings.get(name)
 
     async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> list[TxnMarkerResult]:
         """WriteTxnMarkers, called locally (``PluginServices.write_txn_markers``)."""

@@ -199,9 +199,6 @@ class PluginServices(BrokerServices, Protocol):
         """The broker's timing wheel, shared by every delayed operation."""
         ...
 
-    def plugin_settings(self, name: str) -> Any:
-        """The validated ``[plugins.<name>]`` table of an enabled plugin."""
-        ...
 
     def send_to_broker(self, broker_id: int, request: Any) -> Awaitable[Any]:
         """Send a kio request to another broker over the inter-broker listener and

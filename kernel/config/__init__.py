@@ -46,6 +46,7 @@ from kernel.config.schema import (
     setting,
     settings_as_strings,
     to_kafka_string,
+    toml_key,
 )
 from kernel.config.topic import (
     INTERNAL_SEGMENT_BYTES,
@@ -87,6 +88,7 @@ __all__ = [
     "setting",
     "settings_as_strings",
     "to_kafka_string",
+    "toml_key",
     "topic_config_keys",
     "validate_topic_configs",
 ]

@@ -324,3 +324,8 @@ def replace_settings(settings: T, changes: Mapping[str, Any]) -> T:
     return dataclasses.replace(  # type: ignore[type-var]
         settings, **{keys[name].attr: v for name, v in changes.items()}
     )
+
+
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare when it can be, else quoted (``"mod:Plugin"``)."""
+    return name if name and all(c.isalnum() or c in "_-" for c in name) else f'"{name}"'

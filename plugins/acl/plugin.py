@@ -58,8 +58,11 @@ class AclPlugin:
         return self._metadata
 
     @hookimpl
+    def kafkernel_configure(self, settings: AclSettings) -> None:
+        self._settings = settings
+
+    @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> None:
-        self._settings = broker.plugin_settings(PLUGIN_NAME) or AclSettings()
         self._super_users = parse_super_users(self._settings.super_users)
         self._metadata = broker.metadata
         self._log = broker.log.bind(component=PLUGIN_NAME)

@@ -76,6 +76,7 @@ class _BadMechanism:
 class AuthSaslPlugin:
     def __init__(self) -> None:
         self._settings = AuthSaslSettings()
+        self._given = AuthSaslSettings()  # as the file has them; _configure checks them
         self._plain_users: dict[str, str] = {}
         self._scram: ScramCredentials | None = None
         self._broker: PluginServices | None = None
@@ -123,12 +124,15 @@ class AuthSaslPlugin:
         return self._jwt_validator
 
     @hookimpl
+    def kafkernel_configure(self, settings: AuthSaslSettings) -> None:
+        self._given = settings
+
+    @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None] | None:
         self._broker = broker
         self._scram = ScramCredentials(broker.metadata)
         self._offered = _listener_mechanisms(broker, broker.loaded.source)
-        self._configure(broker.plugin_settings(PLUGIN_NAME) or AuthSaslSettings(),
-                        broker.loaded.source)
+        self._configure(self._given, broker.loaded.source)
         registry = broker.metrics.registry
         self._failed = Counter(
             "kafkernel_failed_authentication", "SASL authentications that failed.",

@@ -21,6 +21,7 @@ PLUGIN_NAME = "coordinator"
 class CoordinatorPlugin:
     def __init__(self) -> None:
         self._service: GroupCoordinatorService | None = None
+        self._settings = CoordinatorSettings()
 
     @property
     def service(self) -> GroupCoordinatorService:
@@ -48,9 +49,12 @@ class CoordinatorPlugin:
         )
 
     @hookimpl
+    def kafkernel_configure(self, settings: CoordinatorSettings) -> None:
+        self._settings = settings
+
+    @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None]:
-        settings = broker.plugin_settings(PLUGIN_NAME) or CoordinatorSettings()
-        self._service = GroupCoordinatorService(broker, settings)
+        self._service = GroupCoordinatorService(broker, self._settings)
         return self._service.start()
 
     @hookimpl

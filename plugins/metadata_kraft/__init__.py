@@ -23,7 +23,7 @@ from .backend import KRaftMetadataBackend
 if TYPE_CHECKING:
     from kernel.services import PluginServices
 
-__all__ = ["KRaftMetadataBackend", "KRaftSettings"]
+__all__ = ["KRaftMetadataBackend", "KRaftSettings", "MetadataKraftPlugin"]
 
 PLUGIN_NAME = "metadata_kraft"
 
@@ -37,15 +37,27 @@ class KRaftSettings:
     )
 
 
-@hookimpl
-def kafkernel_config_schema() -> ConfigSchema:
-    return ConfigSchema(f"plugins.{PLUGIN_NAME}", KRaftSettings)
+class MetadataKraftPlugin:
+    """Instantiated once per broker: provides the KRaft metadata backend."""
+
+    def __init__(self) -> None:
+        self._settings = KRaftSettings()
+
+    @hookimpl
+    def kafkernel_config_schema(self) -> ConfigSchema:
+        return ConfigSchema(f"plugins.{PLUGIN_NAME}", KRaftSettings)
+
+    @hookimpl
+    def kafkernel_configure(self, settings: KRaftSettings) -> None:
+        self._settings = settings
+
+    @hookimpl
+    def kafkernel_metadata_backend(self, broker: PluginServices) -> KRaftMetadataBackend:
+        return _backend(broker, self._settings)
 
 
-@hookimpl
-def kafkernel_metadata_backend(broker: PluginServices) -> KRaftMetadataBackend:
+def _backend(broker: PluginServices, settings: KRaftSettings) -> KRaftMetadataBackend:
     config = broker.config
-    settings: KRaftSettings = broker.plugin_settings(PLUGIN_NAME) or KRaftSettings()
     registration = broker.registration
     if registration is None:
         raise RuntimeError("the broker's registration is resolved after listeners bind")

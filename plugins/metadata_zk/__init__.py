@@ -26,7 +26,7 @@ from .properties import MetaPropertiesMismatch
 if TYPE_CHECKING:
     from kernel.services import PluginServices
 
-__all__ = ["ZkMetadataBackend", "ZkSettings"]
+__all__ = ["MetadataZkPlugin", "ZkMetadataBackend", "ZkSettings"]
 
 PLUGIN_NAME = "metadata_zk"
 
@@ -71,14 +71,26 @@ def new_cluster_id() -> str:
             return text
 
 
-@hookimpl
-def kafkernel_config_schema() -> ConfigSchema:
-    return ConfigSchema(f"plugins.{PLUGIN_NAME}", ZkSettings)
+class MetadataZkPlugin:
+    """Instantiated once per broker: provides the ZooKeeper metadata backend."""
+
+    def __init__(self) -> None:
+        self._settings = ZkSettings()
+
+    @hookimpl
+    def kafkernel_config_schema(self) -> ConfigSchema:
+        return ConfigSchema(f"plugins.{PLUGIN_NAME}", ZkSettings)
+
+    @hookimpl
+    def kafkernel_configure(self, settings: ZkSettings) -> None:
+        self._settings = settings
+
+    @hookimpl
+    def kafkernel_metadata_backend(self, broker: PluginServices) -> ZkMetadataBackend:
+        return _backend(broker, self._settings)
 
 
-@hookimpl
-def kafkernel_metadata_backend(broker: PluginServices) -> ZkMetadataBackend:
-    settings: ZkSettings = broker.plugin_settings(PLUGIN_NAME) or ZkSettings()
+def _backend(broker: PluginServices, settings: ZkSettings) -> ZkMetadataBackend:
     source = broker.loaded.source
     if not settings.zookeeper_connect:
         raise ConfigError(f"{source}: plugins.{PLUGIN_NAME}.zookeeper.connect: required "

@@ -42,9 +42,12 @@ class SparkSinkPlugin:
         return ConfigSchema(f"plugins.{PLUGIN_NAME}", SparkSinkSettings)
 
     @hookimpl
+    def kafkernel_configure(self, settings: SparkSinkSettings) -> None:
+        self._settings = settings
+
+    @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> None:
         self._broker = broker
-        self._settings = broker.plugin_settings(PLUGIN_NAME) or SparkSinkSettings()
         self._log = broker.log.bind(component=PLUGIN_NAME)
         if self._settings.exports:
             try:

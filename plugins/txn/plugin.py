@@ -23,6 +23,7 @@ PLUGIN_NAME = "txn"
 class TxnPlugin:
     def __init__(self) -> None:
         self._coordinator: TransactionCoordinator | None = None
+        self._settings = TxnSettings()
 
     @property
     def coordinator(self) -> TransactionCoordinator:
@@ -48,10 +49,13 @@ class TxnPlugin:
                               *args, **kwargs))
 
     @hookimpl
+    def kafkernel_configure(self, settings: TxnSettings) -> None:
+        self._settings = settings
+
+    @hookimpl
     def kafkernel_startup(self, broker: PluginServices) -> Awaitable[None]:
-        settings = broker.plugin_settings(PLUGIN_NAME) or TxnSettings()
         producer_ids = ProducerIdManager(broker.metadata.allocate_producer_ids)
-        self._coordinator = TransactionCoordinator(broker, settings, producer_ids)
+        self._coordinator = TransactionCoordinator(broker, self._settings, producer_ids)
         return self._coordinator.start()
 
     @hookimpl

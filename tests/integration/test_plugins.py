@@ -72,7 +72,7 @@ def test_the_broker_is_what_handlers_and_plugins_are_promised(
     assert broker.broker is not None
     members = _members(PluginServices)
     assert _members(BrokerServices) < members
-    assert {"metadata", "replicas", "plugin_settings"} <= members
+    assert {"metadata", "replicas", "registration"} <= members
     assert [m for m in sorted(members) if not hasattr(broker.broker, m)] == []
 
 

@@ -46,8 +46,8 @@ class HelloPlugin:
         return ConfigSchema(f"plugins.{NAME}", HelloSettings)
 
     @hookimpl
-    def kafkernel_startup(self, broker: Any) -> None:
-        self.settings = broker.plugin_settings(NAME)
+    def kafkernel_configure(self, settings: HelloSettings) -> None:
+        self.settings = settings  # the table it was enabled under, validated
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:

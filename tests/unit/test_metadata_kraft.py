@@ -696,7 +696,7 @@ def test_cancelled_caller_does_not_undo_a_committed_change(tmp_path: Path) -> No
 
 
 def test_config_schema_hook() -> None:
-    schema = metadata_kraft.kafkernel_config_schema()
+    schema = metadata_kraft.MetadataKraftPlugin().kafkernel_config_schema()
     assert isinstance(schema, ConfigSchema)
     assert schema.table == "plugins.metadata_kraft"
     assert schema.build({}, "test.toml") == KRaftSettings()
