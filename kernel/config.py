@@ -14,6 +14,7 @@ import dataclasses
 import decimal
 import math
 import os
+import re
 import sys
 import tomllib
 import typing
@@ -484,6 +485,31 @@ class BrokerConfig:
         "replica.socket.timeout.ms", 30000, "How long a follower waits for a fetch's answer "
         "before reconnecting.", check=int_at_least(1),
     )
+    # Replication quotas (KIP-73, kernel/replica/replication_quota.py): the rates bound
+    # the replicas each topic's {leader,follower}.replication.throttled.replicas names.
+    leader_replication_throttled_rate: int = setting(
+        "leader.replication.throttled.rate", LONG_MAX, "Bytes/s a leader sends to "
+        "followers of the replicas its topics' leader.replication.throttled.replicas name "
+        "(those not in the ISR are held back over it).", check=at_least(0), dynamic=True,
+    )
+    follower_replication_throttled_rate: int = setting(
+        "follower.replication.throttled.rate", LONG_MAX, "Bytes/s a follower fetches for "
+        "the replicas its topics' follower.replication.throttled.replicas name (those not "
+        "caught up are left out of its fetches over it).", check=at_least(0), dynamic=True,
+    )
+    replica_alter_log_dirs_io_max_bytes_per_second: int = setting(
+        "replica.alter.log.dirs.io.max.bytes.per.second", LONG_MAX, "Accepted for Kafka's "
+        "tools; no effect: this broker never moves a replica between its log dirs.",
+        check=at_least(0), dynamic=True,
+    )
+    replication_quota_window_num: int = setting(
+        "replication.quota.window.num", 11, "Samples the replication quotas are measured "
+        "over.", check=int_at_least(1),
+    )
+    replication_quota_window_size_seconds: int = setting(
+        "replication.quota.window.size.seconds", 1, "Length of one replication quota "
+        "sample.", check=int_at_least(1),
+    )
     auto_create_topics_enable: bool = setting(
         "auto.create.topics.enable", True,
         "Create a topic that a Metadata request names (allow_auto_topic_creation); as in "
@@ -741,7 +767,7 @@ BROKER_SCHEMA = ConfigSchema("", BrokerConfig)
 @dataclass(frozen=True, slots=True)
 class TopicConfigKey:
     name: str
-    broker_key: str  # the BrokerConfig Kafka name that supplies the default
+    broker_key: str | None  # the BrokerConfig Kafka name that supplies the default
     default: Callable[[BrokerConfig], Any]
     key: ConfigKey  # type and check shared with the broker key
 
@@ -751,6 +777,39 @@ def _topic_key(
 ) -> TopicConfigKey:
     base = schema_keys(BrokerConfig)[broker_key]
     return TopicConfigKey(name, broker_key, default, dataclasses.replace(base, name=name))
+
+
+# KIP-73's lists of throttled replicas: no broker default, and Kafka's
+# ThrottledReplicaListValidator (checked on the raw string: empty entries only at the end).
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas",
+                           "follower.replication.throttled.replicas")
+_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _throttled_replicas_key(name: str, side: str) -> TopicConfigKey:
+    doc = (f"A list of replicas for which log replication should be throttled on the {side} "
+           "side. The list should describe a set of replicas in the form "
+           "[PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the "
+           "wildcard '*' can be used to throttle all replicas for this topic.")
+    key = ConfigKey(name, name.replace(".", "_"), list[str], [], doc, None, True, False)
+    return TopicConfigKey(name, None, lambda b: [], key)
+
+
+def check_throttled_replicas(name: str, raw: str) -> None:
+    """Kafka's ThrottledReplicaListValidator on a value as Kafka's LIST type splits it."""
+    items = re.split(r"\s*,\s*", raw.strip()) if raw.strip() else []
+    valid, ended = True, False
+    for item in items:
+        if not item:
+            ended = True
+        elif ended or not _REPLICA.fullmatch(item) \
+                or any(int(x) > INT_MAX for x in item.split(":")):
+            valid = False
+    if not (items == ["*"] or valid):
+        raise ConfigError(
+            f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be "
+            "the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 @cache
@@ -763,11 +822,13 @@ def topic_config_keys() -> dict[str, TopicConfigKey]:
                    lambda b: b.log_cleaner_delete_retention_ms),
         _topic_key("file.delete.delay.ms", "log.segment.delete.delay.ms",
                    lambda b: b.log_segment_delete_delay_ms),
+        _throttled_replicas_key("follower.replication.throttled.replicas", "follower"),
         _topic_key("flush.messages", "log.flush.interval.messages",
                    lambda b: b.log_flush_interval_messages),
         _topic_key("flush.ms", "log.flush.interval.ms", lambda b: b.log_flush_interval_ms_resolved),
         _topic_key("index.interval.bytes", "log.index.interval.bytes",
                    lambda b: b.log_index_interval_bytes),
+        _throttled_replicas_key("leader.replication.throttled.replicas", "leader"),
         _topic_key("max.message.bytes", "message.max.bytes", lambda b: b.message_max_bytes),
         _topic_key("message.timestamp.type", "log.message.timestamp.type",
                    lambda b: b.log_message_timestamp_type),
@@ -820,6 +881,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             continue
         if tk is None:
             raise ConfigError(f"unknown topic config {name!r}")
+        if name in THROTTLED_REPLICAS_KEYS and isinstance(raw, str):
+            check_throttled_replicas(name, raw)
         value = coerce(tk.key, raw, name)
         rendered = to_kafka_string(value)
         if rendered is not None:

@@ -91,6 +91,7 @@ KAFKA_INT_KEYS = frozenset({
     "replica.fetch.wait.max.ms", "replica.socket.timeout.ms",
     "max.incremental.fetch.session.cache.slots", "min.incremental.fetch.session.eviction.ms",
     "log.cleaner.threads", "log.cleaner.io.buffer.size", "sasl.server.max.receive.size",
+    "replication.quota.window.num", "replication.quota.window.size.seconds",
 })
 # Keys Kafka declares as STRING that the settings schema reads as a list.
 KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map",
@@ -225,7 +226,7 @@ class BrokerConfigView:
         entries: list[ConfigEntry] = []
         for name, tk in sorted(topic_config_keys().items()):
             sensitive = tk.key.sensitive
-            synonyms = self.synonyms(tk.broker_key, sensitive)
+            synonyms = self.synonyms(tk.broker_key, sensitive) if tk.broker_key else []
             if name in overrides:
                 value: str | None = overrides[name]
                 synonyms.insert(0, Synonym(name, None if sensitive else value,
