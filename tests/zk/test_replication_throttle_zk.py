@@ -1,0 +1,143 @@
+"""Replication throttling (KIP-73) as Kafka's kafka-reassign-partitions drives it, on
+brokers on metadata_zk: ``--throttle`` bounds a new replica's catch-up to the rate it
+sets, ``--verify`` removes the throttle once the move completes, and an unthrottled move
+then catches up many times faster."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from kernel.testing.embedded import EmbeddedBroker
+from reference import tools
+from tests.zk.test_controller_zk import _cluster, _create, _wait, backend, partition
+from tests.zk.test_replication_zk import _replica
+
+THROTTLE = 1_000_000  # bytes/s, as --throttle takes it
+VALUE = 10_000
+RECORDS = 2_000  # 20 MB
+MEASURE_S = 8.0
+THROTTLED_KEYS = ("leader.replication.throttled.replicas",
+                  "follower.replication.throttled.replicas")
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def ok(result: tools.ToolResult) -> str:
+    assert result.returncode == 0, result.describe()
+    return result.stdout
+
+
+def _size(b: EmbeddedBroker, topic: str) -> int:
+    replica = _replica(b, topic)
+    return 0 if replica is None else int(replica.log.size)
+
+
+def _fill(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
+                         "compression.type": "none", "message.timeout.ms": 60000})
+    errors: list[object] = []
+    value = bytes(range(256)) * (VALUE // 256) + bytes(VALUE % 256)
+    for _ in range(RECORDS):
+        producer.produce(topic, value, partition=0,
+                         on_delivery=lambda err, _m: err is None or errors.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not errors, errors
+
+
+def _reassign(b: EmbeddedBroker, tmp_path: Path, replicas: list[int], *args: str) -> str:
+    plan = tmp_path / f"plan-{'-'.join(map(str, replicas))}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "big", "partition": 0, "replicas": replicas}]}))
+    return ok(tools.run(tools.REASSIGN_PARTITIONS_COMMAND, "--bootstrap-server", b.bootstrap,
+                        "--reassignment-json-file", str(plan), *args))
+
+
+def _catch_up_rate(b: EmbeddedBroker, target: int, seconds: float) -> float:
+    """Bytes/s the new replica on ``b`` grows at, from its first bytes, over ``seconds``
+    or until it holds ``target`` bytes."""
+    _wait(lambda: _size(b, "big") > 0, "the new replica's first bytes", timeout=30)
+    start, started = _size(b, "big"), time.monotonic()
+    while time.monotonic() - started < seconds and _size(b, "big") < target:
+        time.sleep(0.05)
+    return (_size(b, "big") - start) / (time.monotonic() - started)
+
+
+class Sampler(threading.Thread):
+    """Samples the size of the replica on ``b`` every 10 ms, from before its move starts
+    (an unthrottled one may be over before the tool returns)."""
+
+    def __init__(self, b: EmbeddedBroker, target: int) -> None:
+        super().__init__(daemon=True)
+        self.b, self.target = b, target
+        self.samples: list[tuple[float, int]] = []
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            size = _size(self.b, "big")
+            self.samples.append((time.monotonic(), size))
+            if size >= self.target:
+                return
+            time.sleep(0.01)
+
+    def rate(self) -> float:
+        """Bytes/s from the first bytes to the last."""
+        self.join(35)
+        first = next((t, size) for t, size in self.samples if size > 0)
+        last = self.samples[-1]
+        assert last[1] >= self.target, "the new replica did not catch up"
+        return (last[1] - first[1]) / max(last[0] - first[0], 0.01)
+
+
+def test_reassignment_throttle_bounds_catch_up_until_verify_removes_it(
+        zk_broker_factory: Callable[..., EmbeddedBroker], tmp_path: Path) -> None:
+    b1, b2, b3 = _cluster(zk_broker_factory, 1, 2, 3)
+    _create(b1, "big", {0: (1,)})
+    _wait(lambda: partition(b1, "big").leader == 1 and _replica(b1, "big") is not None,
+          "the topic on broker 1")
+    _fill(b1.bootstrap, "big")
+    total = _size(b1, "big")
+    assert total >= RECORDS * VALUE
+
+    out = _reassign(b1, tmp_path, [1, 2], "--execute", "--throttle", str(THROTTLE))
+    assert f"The inter-broker throttle limit was set to {THROTTLE} B/s" in out, out
+    configs = backend(b2).image.topics["big"].configs
+    assert (configs.get(THROTTLED_KEYS[0]), configs.get(THROTTLED_KEYS[1])) == ("0:1", "0:2")
+    rate = _catch_up_rate(b2, total, MEASURE_S)
+    # Within 30% of the throttle (unthrottled, 20 MB arrive in a second or two: 2.5 MB/s
+    # or more over this window even on a loaded host).
+    assert 0.7 * THROTTLE <= rate <= 1.3 * THROTTLE, f"{rate:.0f} B/s"
+    assert b1.broker is not None and b2.broker is not None
+    leader = b1.broker.metrics.registry.get_sample_value
+    follower = b2.broker.metrics.registry.get_sample_value
+    held = [(leader("kafkernel_replication_quota_throttled_total",
+                    {"type": "LeaderReplication"}) or 0),
+            (follower("kafkernel_replication_quota_throttled_total",
+                      {"type": "FollowerReplication"}) or 0)]
+    assert sum(held) > 0, held
+    assert (leader("kafkernel_replication_byte_rate", {"type": "LeaderReplication"}) or 0) \
+        <= 1.5 * THROTTLE
+
+    _wait(lambda: not partition(b1, "big").reassigning, "the throttled move to complete",
+          timeout=40)
+    out = _reassign(b1, tmp_path, [1, 2], "--verify")
+    assert "Reassignment of partition big-0 is completed." in out, out
+    for b in (b1, b2, b3):  # --verify cleared the topic's and the brokers' throttles
+        _wait(lambda b=b: not (set(THROTTLED_KEYS) & set(backend(b).image.topics["big"].configs)
+                               or any(set(RATE_KEYS) & set(c) for c in
+                                      backend(b).image.broker_configs.values())),
+              "the throttles to be removed")
+    assert b1.broker.replicas.replication_quotas.leader.quota == 2**63 - 1
+
+    sampler = Sampler(b3, total)
+    sampler.start()
+    _reassign(b1, tmp_path, [1, 2, 3], "--execute")
+    fast = sampler.rate()
+    assert fast >= 3 * THROTTLE, f"{fast:.0f} B/s"
+    _wait(lambda: partition(b1, "big").replicas == (1, 2, 3)
+          and not partition(b1, "big").reassigning, "the unthrottled move to complete")
