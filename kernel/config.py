@@ -779,11 +779,11 @@ def _topic_key(
     return TopicConfigKey(name, broker_key, default, dataclasses.replace(base, name=name))
 
 
-# KIP-73's lists of throttled replicas: no broker default, and Kafka's
-# ThrottledReplicaListValidator (checked on the raw string: empty entries only at the end).
+# KIP-73's lists of throttled replicas: no broker default, and Kafka 4.3's
+# ThrottledReplicaListValidator (on the raw string, split as Kafka's LIST type splits it).
 THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas",
                            "follower.replication.throttled.replicas")
-_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
 def _throttled_replicas_key(name: str, side: str) -> TopicConfigKey:
@@ -796,16 +796,9 @@ def _throttled_replicas_key(name: str, side: str) -> TopicConfigKey:
 
 
 def check_throttled_replicas(name: str, raw: str) -> None:
-    """Kafka's ThrottledReplicaListValidator on a value as Kafka's LIST type splits it."""
+    """Every entry ``partition:broker`` (or empty), or the entries joined are ``*``."""
     items = re.split(r"\s*,\s*", raw.strip()) if raw.strip() else []
-    valid, ended = True, False
-    for item in items:
-        if not item:
-            ended = True
-        elif ended or not _REPLICA.fullmatch(item) \
-                or any(int(x) > INT_MAX for x in item.split(":")):
-            valid = False
-    if not (items == ["*"] or valid):
+    if not (all(_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
         raise ConfigError(
             f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be "
             "the literal '*' or a list of replicas in the following format: "
@@ -883,6 +876,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             raise ConfigError(f"unknown topic config {name!r}")
         if name in THROTTLED_REPLICAS_KEYS and isinstance(raw, str):
             check_throttled_replicas(name, raw)
+            out[name] = raw  # kept as given, as Kafka keeps it
+            continue
         value = coerce(tk.key, raw, name)
         rendered = to_kafka_string(value)
         if rendered is not None:

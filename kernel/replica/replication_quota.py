@@ -31,13 +31,13 @@ _PARSED_CACHE_MAX = 1024
 def throttled_partitions(value: str, broker_id: int) -> frozenset[int] | None:
     """The partitions of ``broker_id`` a valid throttled-replicas value names (None:
     ``*``, every one), as Kafka's ConfigHandler.parseThrottledPartitions."""
-    value = value.strip()
-    if value == "*":
+    items = [item.strip() for item in value.split(",")]
+    if "".join(items) == "*":
         return ALL_REPLICAS
     partitions = set()
-    for item in value.split(","):
-        partition, sep, broker = item.strip().partition(":")
-        if sep and broker.strip() == str(broker_id):
+    for item in items:
+        partition, sep, broker = item.partition(":")
+        if sep and partition.isdigit() and broker.isdigit() and int(broker) == broker_id:
             partitions.add(int(partition))
     return frozenset(partitions)
 
