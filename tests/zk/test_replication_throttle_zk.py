@@ -11,14 +11,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
+from kio.schema.errors import ErrorCode
 
 from kernel.testing.embedded import EmbeddedBroker
 from reference import tools
-from tests.zk.test_controller_zk import _cluster, _create, _wait, backend, partition
+from tests.zk.test_controller_zk import REPLICATION, _alter, _create, _wait, backend, partition
 from tests.zk.test_replication_zk import _replica
 
 THROTTLE = 1_000_000  # bytes/s, as --throttle takes it
+# Fetches of at most 128 KB (batches of at most 64 KB): the quota lets bytes through a
+# fetch at a time, so smaller steps make a rate measured over a few seconds steadier.
+FETCH_MAX_BYTES = 131072
 VALUE = 10_000
 RECORDS = 2_000  # 20 MB
 MEASURE_S = 8.0
@@ -32,17 +37,25 @@ def ok(result: tools.ToolResult) -> str:
     return result.stdout
 
 
+def _cluster(factory: Callable[..., EmbeddedBroker], *ids: int) -> list[EmbeddedBroker]:
+    brokers = [factory({"broker.id": i, **REPLICATION, "replica.fetch.max.bytes": FETCH_MAX_BYTES})
+               for i in ids]
+    _wait(lambda: set(backend(brokers[0]).image.brokers) == set(ids), "every broker")
+    return brokers
+
+
 def _size(b: EmbeddedBroker, topic: str) -> int:
     replica = _replica(b, topic)
     return 0 if replica is None else int(replica.log.size)
 
 
-def _fill(bootstrap: str, topic: str) -> None:
+def _fill(bootstrap: str, topic: str, records: int = RECORDS) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20,
+                         "batch.size": 65536,
                          "compression.type": "none", "message.timeout.ms": 60000})
     errors: list[object] = []
     value = bytes(range(256)) * (VALUE // 256) + bytes(VALUE % 256)
-    for _ in range(RECORDS):
+    for _ in range(records):
         producer.produce(topic, value, partition=0,
                          on_delivery=lambda err, _m: err is None or errors.append(err))
         producer.poll(0)
@@ -58,9 +71,12 @@ def _reassign(b: EmbeddedBroker, tmp_path: Path, replicas: list[int], *args: str
 
 
 def _catch_up_rate(b: EmbeddedBroker, target: int, seconds: float) -> float:
-    """Bytes/s the new replica on ``b`` grows at, from its first bytes, over ``seconds``
-    or until it holds ``target`` bytes."""
+    """Bytes/s the new replica on ``b`` grows at, from a second after its first bytes
+    (the quota's first window lets a window's worth through at once, as Kafka's
+    SimpleRate does), over ``seconds`` or until it holds ``target`` bytes."""
     _wait(lambda: _size(b, "big") > 0, "the new replica's first bytes", timeout=30)
+    time.sleep(1.0)
+    assert _size(b, "big") < target, "caught up within a second of its first bytes"
     start, started = _size(b, "big"), time.monotonic()
     while time.monotonic() - started < seconds and _size(b, "big") < target:
         time.sleep(0.05)
@@ -141,3 +157,30 @@ def test_reassignment_throttle_bounds_catch_up_until_verify_removes_it(
     assert fast >= 3 * THROTTLE, f"{fast:.0f} B/s"
     _wait(lambda: partition(b1, "big").replicas == (1, 2, 3)
           and not partition(b1, "big").reassigning, "the unthrottled move to complete")
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_each_side_alone_bounds_catch_up(
+        zk_broker_factory: Callable[..., EmbeddedBroker], side: str) -> None:
+    """Only the leader's rate (its answers to followers out of the ISR), or only the
+    follower's (its fetches of partitions not caught up), each bounds the move alone."""
+    b1, b2 = _cluster(zk_broker_factory, 1, 2)
+    _create(b1, "big", {0: (1,)}, {f"{side}.replication.throttled.replicas": "*"})
+    _wait(lambda: partition(b1, "big").leader == 1 and _replica(b1, "big") is not None,
+          "the topic on broker 1")
+    _fill(b1.bootstrap, "big", records=700)  # 7 MB
+    total = _size(b1, "big")
+    throttled = b1 if side == "leader" else b2
+    assert throttled.broker is not None
+    throttled.call(backend(throttled).set_broker_configs(
+        throttled.broker.config.broker_id, {f"{side}.replication.throttled.rate": str(THROTTLE)}))
+    quotas = throttled.broker.replicas.replication_quotas
+    _wait(lambda: getattr(quotas, side).quota == THROTTLE, "the rate applied")
+    assert _alter(b1, {("big", 0): [1, 2]}) == {("big", 0): ErrorCode.none}
+    rate = _catch_up_rate(b2, total, 4.0)
+    assert 0.7 * THROTTLE <= rate <= 1.3 * THROTTLE, f"{rate:.0f} B/s"
+    held = throttled.broker.metrics.registry.get_sample_value(
+        "kafkernel_replication_quota_throttled_total",
+        {"type": f"{side.capitalize()}Replication"})
+    assert held and held > 0
+    _wait(lambda: not partition(b1, "big").reassigning, "the move to complete")
