@@ -315,6 +315,23 @@ class BrokerMetrics:
             "kafkernel_client_quota_throttle_seconds", "Throttle time given over a client "
             "quota.", ["quota", "user", "client_id"], registry=r,
         )
+        # Kafka's LeaderReplication / FollowerReplication byte-rate sensors (KIP-73),
+        # by type, and the partitions their quotas held back.
+        self.replication_quota_bytes = Counter(
+            "kafkernel_replication_quota_bytes", "Bytes of throttled replicas recorded "
+            "against a replication quota: a leader's answers to followers "
+            "(LeaderReplication), a follower's fetched records (FollowerReplication).",
+            ["type"], registry=r,
+        )
+        self.replication_byte_rate = Gauge(
+            "kafkernel_replication_byte_rate", "Those bytes per second, as the quota "
+            "measures them (Kafka's byte-rate).", ["type"], registry=r,
+        )
+        self.replication_quota_throttled = Counter(
+            "kafkernel_replication_quota_throttled", "Throttled partitions held back over a "
+            "replication quota: answered without records (LeaderReplication), left out of "
+            "a fetch (FollowerReplication).", ["type"], registry=r,
+        )
         self.request_pool_used = Gauge(
             "kafkernel_request_pool_used_bytes", "Request bytes arrived and not yet "
             "handled, across connections (bounded by queued.max.request.bytes).", registry=r,

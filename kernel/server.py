@@ -205,6 +205,7 @@ class Broker:
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
+            metrics=self.metrics,
         )
         self.fetchers: ReplicaFetcherManager | None = None
         self.inter_broker: InterBrokerChannel | None = None
@@ -429,7 +430,8 @@ class Broker:
             sasl=self._inter_broker_sasl)
         self.fetchers = ReplicaFetcherManager(
             self.config.broker_id, lambda: self.config, self.replicas, self.inter_broker,
-            self.log.bind(component="fetcher"))
+            self.log.bind(component="fetcher"),
+            quota=self.replicas.replication_quotas.follower)
         self.replicas.start_replication(self.fetchers, backend.alter_partition)
         self._isr_expiration = asyncio.ensure_future(self._expire_isrs())
 

@@ -191,6 +191,31 @@ class BrokerConfig:
         "replica.socket.timeout.ms", 30000, "How long a follower waits for a fetch's answer "
         "before reconnecting.", check=int_at_least(1),
     )
+    # Replication quotas (KIP-73, kernel/replica/replication_quota.py): the rates bound
+    # the replicas each topic's {leader,follower}.replication.throttled.replicas names.
+    leader_replication_throttled_rate: int = setting(
+        "leader.replication.throttled.rate", LONG_MAX, "Bytes/s a leader sends to "
+        "followers of the replicas its topics' leader.replication.throttled.replicas name "
+        "(those not in the ISR are held back over it).", check=at_least(0), dynamic=True,
+    )
+    follower_replication_throttled_rate: int = setting(
+        "follower.replication.throttled.rate", LONG_MAX, "Bytes/s a follower fetches for "
+        "the replicas its topics' follower.replication.throttled.replicas name (those not "
+        "caught up are left out of its fetches over it).", check=at_least(0), dynamic=True,
+    )
+    replica_alter_log_dirs_io_max_bytes_per_second: int = setting(
+        "replica.alter.log.dirs.io.max.bytes.per.second", LONG_MAX, "Accepted for Kafka's "
+        "tools; no effect: this broker never moves a replica between its log dirs.",
+        check=at_least(0), dynamic=True,
+    )
+    replication_quota_window_num: int = setting(
+        "replication.quota.window.num", 11, "Samples the replication quotas are measured "
+        "over.", check=int_at_least(1),
+    )
+    replication_quota_window_size_seconds: int = setting(
+        "replication.quota.window.size.seconds", 1, "Length of one replication quota "
+        "sample.", check=int_at_least(1),
+    )
     auto_create_topics_enable: bool = setting(
         "auto.create.topics.enable", True,
         "Create a topic that a Metadata request names (allow_auto_topic_creation); as in "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -27,7 +28,7 @@ from kernel.config.schema import (
 @dataclass(frozen=True, slots=True)
 class TopicConfigKey:
     name: str
-    broker_key: str  # the BrokerConfig Kafka name that supplies the default
+    broker_key: str | None  # the BrokerConfig Kafka name that supplies the default
     default: Callable[[BrokerConfig], Any]
     key: ConfigKey  # type and check shared with the broker key
 
@@ -37,6 +38,32 @@ def _topic_key(
 ) -> TopicConfigKey:
     base = schema_keys(BrokerConfig)[broker_key]
     return TopicConfigKey(name, broker_key, default, dataclasses.replace(base, name=name))
+
+
+# KIP-73's lists of throttled replicas: no broker default, and Kafka 4.3's
+# ThrottledReplicaListValidator (on the raw string, split as Kafka's LIST type splits it).
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas",
+                           "follower.replication.throttled.replicas")
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _throttled_replicas_key(name: str, side: str) -> TopicConfigKey:
+    doc = (f"A list of replicas for which log replication should be throttled on the {side} "
+           "side. The list should describe a set of replicas in the form "
+           "[PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the "
+           "wildcard '*' can be used to throttle all replicas for this topic.")
+    key = ConfigKey(name, name.replace(".", "_"), list[str], [], doc, None, True, False)
+    return TopicConfigKey(name, None, lambda b: [], key)
+
+
+def check_throttled_replicas(name: str, raw: str) -> None:
+    """Every entry ``partition:broker`` (or empty), or the entries joined are ``*``."""
+    items = re.split(r"\s*,\s*", raw.strip()) if raw.strip() else []
+    if not (all(_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
+        raise ConfigError(
+            f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be "
+            "the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 @cache
@@ -49,11 +76,13 @@ def topic_config_keys() -> dict[str, TopicConfigKey]:
                    lambda b: b.log_cleaner_delete_retention_ms),
         _topic_key("file.delete.delay.ms", "log.segment.delete.delay.ms",
                    lambda b: b.log_segment_delete_delay_ms),
+        _throttled_replicas_key("follower.replication.throttled.replicas", "follower"),
         _topic_key("flush.messages", "log.flush.interval.messages",
                    lambda b: b.log_flush_interval_messages),
         _topic_key("flush.ms", "log.flush.interval.ms", lambda b: b.log_flush_interval_ms_resolved),
         _topic_key("index.interval.bytes", "log.index.interval.bytes",
                    lambda b: b.log_index_interval_bytes),
+        _throttled_replicas_key("leader.replication.throttled.replicas", "leader"),
         _topic_key("max.message.bytes", "message.max.bytes", lambda b: b.message_max_bytes),
         _topic_key("message.timestamp.type", "log.message.timestamp.type",
                    lambda b: b.log_message_timestamp_type),
@@ -106,6 +135,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             continue
         if tk is None:
             raise ConfigError(f"unknown topic config {name!r}")
+        if name in THROTTLED_REPLICAS_KEYS and isinstance(raw, str):
+            check_throttled_replicas(name, raw)
+            out[name] = raw  # kept as given, as Kafka keeps it
+            continue
         value = coerce(tk.key, raw, name)
         rendered = to_kafka_string(value)
         if rendered is not None:

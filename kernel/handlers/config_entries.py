@@ -91,7 +91,13 @@ KAFKA_INT_KEYS = frozenset({
     "replica.fetch.wait.max.ms", "replica.socket.timeout.ms",
     "max.incremental.fetch.session.cache.slots", "min.incremental.fetch.session.eviction.ms",
     "log.cleaner.threads", "log.cleaner.io.buffer.size", "sasl.server.max.receive.size",
+    "replication.quota.window.num", "replication.quota.window.size.seconds",
 })
+# Kafka's DynamicConfig.Broker quota keys: not KafkaConfig keys, so a broker describes
+# them only where they are set dynamically (per broker or cluster default).
+DYNAMIC_ONLY_KEYS = frozenset({"leader.replication.throttled.rate",
+                               "follower.replication.throttled.rate",
+                               "replica.alter.log.dirs.io.max.bytes.per.second"})
 # Keys Kafka declares as STRING that the settings schema reads as a list.
 KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map",
                                "max.connections.per.ip.overrides"})
@@ -185,6 +191,8 @@ class BrokerConfigView:
             (ConfigSource.DEFAULT_CONFIG,
              lambda n: to_kafka_string(self.keys[n].default) if n in self.keys else None),
         ]
+        if name in DYNAMIC_ONLY_KEYS:
+            layers = layers[:2]
         for source, lookup in layers:
             for n in names:
                 value = lookup(n)
@@ -200,6 +208,9 @@ class BrokerConfigView:
         entries: list[ConfigEntry] = []
         for name, key in sorted(self.keys.items()):
             if not per_broker and name not in self.dynamic_default:
+                continue
+            if name in DYNAMIC_ONLY_KEYS and name not in self.dynamic_broker \
+                    and name not in self.dynamic_default:
                 continue
             synonyms = self.synonyms(name, key.sensitive)
             if not per_broker:
@@ -225,7 +236,7 @@ class BrokerConfigView:
         entries: list[ConfigEntry] = []
         for name, tk in sorted(topic_config_keys().items()):
             sensitive = tk.key.sensitive
-            synonyms = self.synonyms(tk.broker_key, sensitive)
+            synonyms = self.synonyms(tk.broker_key, sensitive) if tk.broker_key else []
             if name in overrides:
                 value: str | None = overrides[name]
                 synonyms.insert(0, Synonym(name, None if sensitive else value,

@@ -11,6 +11,13 @@ then it reads again and answers. READ_COMMITTED answers list the aborted transac
 overlapping the records returned (the log's transaction index), so consumers can drop
 their records.
 
+A follower's fetch of a partition throttled by the leader's replication quota (KIP-73,
+kernel/replica/replication_quota.py) is read as usual (the follower's progress counts)
+but answered without records while the quota is exceeded and the follower is out of the
+ISR; those bytes do not complete a long poll either. The bytes answered for throttled
+partitions are recorded against the quota, in sync or not, as Kafka's
+sizeOfThrottledPartitions (here: their record bytes).
+
 Incremental fetch sessions (KIP-227, kernel/fetch_session.py) as Kafka's FetchManager: a
 full fetch with epoch 0 is answered a new session's id when the broker's cache has room,
 epoch -1 fetches without one, and a request naming a session updates it and reads all of
@@ -201,6 +208,7 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
     total = 0
     read_committed = request.isolation_level == READ_COMMITTED
     metrics = ctx.services.metrics
+    quotas = ctx.services.replicas.replication_quotas
     for s in states:
         p = s.partition
         if p is None or s.error != ErrorCode.none:
@@ -225,6 +233,10 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
         if replica_id >= 0:
             ctx.services.replicas.follower_fetched(p, replica_id, s.fetch_offset,
                                                    s.follower_log_start_offset)
+        if replica_id >= 0 and quotas.should_leader_throttle(p.topic, p.partition, p.isr,
+                                                             replica_id):
+            quotas.leader.held_back()
+            continue
         if info.first_entry_incomplete:
             # As Kafka does from Fetch v3: a batch cut by the limits is not sent; the
             # partition comes first in a later request and gets it whole (KIP-74).
@@ -266,6 +278,7 @@ class DelayedFetch(DelayedResponse):
         to the readable end's, capped by the partition's max bytes; a readable end on
         another segment (a roll, a truncation) completes at once."""
         replicas = self.ctx.services.replicas
+        quotas = replicas.replication_quotas
         accumulated = 0
         for s in self.states:
             p = s.partition
@@ -280,6 +293,9 @@ class DelayedFetch(DelayedResponse):
             end = p.log.convert_to_offset_metadata(end_offset)
             if start.message_offset_only or not start.on_same_segment(end):
                 return self.force_complete()
+            if self.replica_id >= 0 and quotas.should_leader_throttle(
+                    p.topic, p.partition, p.isr, self.replica_id):
+                continue  # Kafka's DelayedFetch: throttled bytes do not count
             if start.message_offset < end.message_offset:
                 accumulated += min(end.position_diff(start), s.max_bytes)
         if accumulated >= self.min_bytes:
@@ -327,6 +343,10 @@ def _response(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             # As Kafka: a failed partition reports no offsets (and a session remembers
             # the -1s, so the partition is answered again once it recovers).
             s.high_watermark = s.last_stable_offset = s.log_start_offset = -1
+    if fetch_replica_id(request) >= 0:
+        leader_quota = ctx.services.replicas.replication_quotas.leader
+        leader_quota.record(sum(len(s.records) for s in states if s.partition is not None
+                                and leader_quota.is_throttled(s.topic or "", s.index)))
     session_id = INVALID_SESSION_ID
     if isinstance(context, FullFetch):
         session_id = context.session_id(states, _now_ms())

@@ -22,6 +22,12 @@ a full fetch opens it, later fetches send only the partitions whose fetch parame
 changed and forget those no longer fetched (removed, or backing off), and the leader
 answers only partitions with news. A session error, or a fetch whose answer was lost,
 starts over with a full fetch.
+
+Replication quotas (KIP-73, :mod:`kernel.replica.replication_quota`): the fetched bytes
+of throttled partitions count against ``follower.replication.throttled.rate``; over it,
+those whose replica has not caught up with the leader's high watermark are left out of
+the fetch, and a fetch left with nothing waits ``replica.fetch.backoff.ms``, as Kafka's
+fetcher does.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from kernel.protocol.errors import KafkaError
 if TYPE_CHECKING:
     from kernel.config import BrokerConfig
     from kernel.replica.partition import Partition
+    from kernel.replica.replication_quota import ReplicationQuotaManager
 
 TopicPartition = tuple[str, int]
 LATEST_TIMESTAMP = -1
@@ -132,6 +139,9 @@ class PartitionFetchState:
     leader_epoch: int
     fetch_offset: int
     delayed_until: float = 0.0  # monotonic seconds; 0: fetch now
+    # The leader's high watermark less the fetch offset, after the last fetch that
+    # appended (None: not fetched yet); 0 is Kafka's isReplicaInSync.
+    lag: int | None = None
 
     def delay(self, seconds: float) -> None:
         self.delayed_until = time.monotonic() + seconds
@@ -174,16 +184,20 @@ class ReplicaFetcher:
         while not self._stopped:
             now = time.monotonic()
             ready = [s for s in self.partitions.values() if s.delayed_until <= now]
-            if not ready:
+            fetchable = self._unthrottled(ready)
+            if not fetchable:
                 self._wake.clear()
                 wait = min((s.delayed_until for s in self.partitions.values()),
                            default=now + 60) - now
+                if ready:  # all held back by the quota (Kafka: no request, a backoff)
+                    wait = self.manager.config.replica_fetch_backoff_ms / 1000
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the
                 # cancellation that shutdown sends when the event fires at that moment.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(max(wait, 0.001)):
                         await self._wake.wait()
                 continue
+            ready = fetchable
             try:
                 await self._fetch_once(ready)
             except BrokerConnectionError as e:
@@ -200,6 +214,18 @@ class ReplicaFetcher:
                 if self._failing:
                     log.info("fetching from the leader again")
                 self._failing = False
+
+    def _unthrottled(self, ready: list[PartitionFetchState]) -> list[PartitionFetchState]:
+        """Kafka's shouldFollowerThrottle: over the follower quota, a throttled partition
+        whose replica is not in sync is left out of the fetch."""
+        quota = self.manager.quota
+        if quota is None or not ready or not quota.is_quota_exceeded():
+            return ready
+        kept = [s for s in ready if (s.lag is not None and s.lag <= 0)
+                or not quota.is_throttled(s.partition.topic, s.partition.partition)]
+        if len(kept) < len(ready):
+            quota.held_back(len(ready) - len(kept))
+        return kept
 
     def _back_off(self, states: list[PartitionFetchState]) -> None:
         for s in states:
@@ -290,9 +316,13 @@ class ReplicaFetcher:
             if diverging.epoch >= 0 and diverging.end_offset >= 0:
                 self._truncate_on_diverging_epoch(state, diverging.epoch, diverging.end_offset)
                 return
+            records = data.records or b""
+            quota = self.manager.quota
+            if quota is not None and records and quota.is_throttled(p.topic, p.partition):
+                quota.record(len(records))
             try:
                 self.manager.appender.append_records_as_follower(
-                    p, data.records or b"", data.high_watermark, data.log_start_offset)
+                    p, records, data.high_watermark, data.log_start_offset)
             except UnexpectedAppendOffsetError as e:
                 log.warning("follower append out of order", partition=str(p), error=str(e))
                 state.fetch_offset = p.log.log_end_offset
@@ -302,6 +332,8 @@ class ReplicaFetcher:
                 state.delay(self.manager.config.replica_fetch_backoff_ms / 1000)
                 return
             state.fetch_offset = p.log.log_end_offset
+            if records or state.lag is None:
+                state.lag = max(0, data.high_watermark - state.fetch_offset)
         elif error == ErrorCode.offset_out_of_range:
             await self._handle_out_of_range(connection, state)
         else:
@@ -402,8 +434,9 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, config: Callable[[], BrokerConfig],
                  appender: FollowerAppender, channel: BrokerConnector,
-                 logger: Any) -> None:
+                 logger: Any, quota: ReplicationQuotaManager | None = None) -> None:
         self.broker_id = broker_id
+        self.quota = quota
         self._config = config
         self.appender = appender
         self.channel = channel

@@ -32,10 +32,12 @@ from kio.schema.errors import ErrorCode
 from kernel.cluster import NO_LEADER, ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
 from kernel.log.validator import AppendOrigin
+from kernel.metrics import BrokerMetrics
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
 from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
 from kernel.replica.partition import Partition
+from kernel.replica.replication_quota import ReplicationQuotas
 
 # An image that adds or removes more logs than this here is applied by a task, after the
 # images before it: its new logs are made in the log manager's threads (1-3 ms of file
@@ -82,6 +84,7 @@ class ReplicaManager:
         delete_records_purgatory: Purgatory[Any],
         plugins: ReplicaObservers,
         logger: Any,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = log_manager
@@ -99,6 +102,7 @@ class ReplicaManager:
         self._backlog: collections.deque[tuple[ClusterImage | None, ClusterImage]] = (
             collections.deque())
         self._applier: asyncio.Task[None] | None = None
+        self.replication_quotas = ReplicationQuotas(broker_id, metrics)
 
     def start_replication(self, follower: Follower, alter_partition: AlterPartition) -> None:
         """From now on followed partitions are fetched through ``follower`` and ISR
@@ -192,6 +196,7 @@ class ReplicaManager:
     def _applying(self, old: ClusterImage | None, new: ClusterImage) -> Iterator[None]:
         """Apply ``new``, yielding after each replica it removes, adds or changes: the
         steps a sliced application spreads over turns of the loop."""
+        self.replication_quotas.follow_topics(new.topics)
         changes: list[LeadershipChange] = []
         if old is not None and old.topics is not new.topics:
             for name, topic in old.topics.items():
@@ -281,6 +286,7 @@ class ReplicaManager:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Broker-level defaults changed (dynamic broker configs): refresh every log."""
         self.logs.update_broker_config(config)
+        self.replication_quotas.reconfigure(config)
 
     # -- leadership events -------------------------------------------------
 

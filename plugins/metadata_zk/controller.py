@@ -281,7 +281,11 @@ class ZkController:
                                       isr=list(state.isr))
                 ops.append(("set", partition_state_path(name, partition),
                             encode_partition_state(new), state.zk_version))
-        if partitions != assignment.partitions:
+        # A move that only adds replicas keeps the replica list: clearing adding and
+        # removing is what completes it.
+        if (partitions, adding, removing) != (dict(assignment.partitions),
+                                              dict(assignment.adding),
+                                              dict(assignment.removing)):
             ops.append(("set", topic_path(name), encode_topic(
                 assignment.topic_id, partitions, adding, removing), topic.version))
         return ops

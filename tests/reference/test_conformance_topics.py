@@ -13,6 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kernel.config import BrokerConfig, schema_keys
+from kernel.handlers.config_entries import DYNAMIC_ONLY_KEYS
 from tests.reference.conformance import (
     BROKER_RESOURCE,
     TIMEOUT,
@@ -40,7 +41,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # D3: the source of min.insync.replicas; D4: the topic configs Kafkernel does not know.
 UNKNOWN_TOPIC_CONFIGS = (
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
     "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms",
     "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "preallocate",
     "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
@@ -446,7 +446,9 @@ def describe_every_broker_config_kafkernel_has(pair: Pair, v: int) -> None:
     answers = drop_configs(answers, "D10", RUNTIME_KEYS)
     answers = read_only_as_kafka(answers)
     pair.assert_same(drop_configs(answers, "D12", NETWORK_KEYS), ignore=DOCUMENTATION)
-    assert len(answers.kafka.results[0].configs) == len(keys) - 1 - len(RUNTIME_KEYS)
+    # Neither describes the replication throttle rates where they are not set.
+    assert len(answers.kafka.results[0].configs) == (
+        len(keys) - 1 - len(RUNTIME_KEYS) - len(DYNAMIC_ONLY_KEYS))
     # Of the keys left out above, the type (v3+) and sensitivity are still Kafka's.
     others = tuple(sorted(SETUP_KEYS | set(RUNTIME_KEYS) | (set(NETWORK_KEYS) & set(keys))))
     answers = pair.send(describe_configs(v, BROKER_RESOURCE, "1", others))
@@ -576,6 +578,48 @@ def increment_a_segment_below_the_minimum(pair: Pair, v: int) -> None:
                              resource_type=BROKER_RESOURCE))
 
 
+def increment_throttled_replicas(pair: Pair, v: int) -> None:
+    """KIP-73's lists, as kafka-reassign-partitions --throttle sets them: described as
+    set, appended to as lists, and Kafka's ThrottledReplicaListValidator's refusals
+    (empty entries only at the end, '*' alone)."""
+    name = unique("iac-throttle")
+    create_topic(pair, name)
+    leader, follower = ("leader.replication.throttled.replicas",
+                        "follower.replication.throttled.replicas")
+    altered(pair, incremental(v, name, (leader, SET, "0:1,0:2"), (follower, SET, "*")),
+            ErrorCode.none)
+    same_configs(pair, pair.send(describe_configs(4, TOPIC_RESOURCE, name)))
+    altered(pair, incremental(v, name, (leader, APPEND, "0:3")), ErrorCode.none)
+    same_configs(pair, pair.send(describe_configs(4, TOPIC_RESOURCE, name,
+                                                  (leader, follower), synonyms=True)))
+    for bad in ("*,0:1", "0:x", "1", "0:1;0:2"):
+        altered(pair, incremental(v, name, (leader, SET, bad)), ErrorCode.invalid_config)
+    for odd in ("0:1,,0:2", "*,", "0:99999999999"):  # Kafka 4.3's validator lets these by
+        altered(pair, incremental(v, name, (follower, SET, odd)), ErrorCode.none)
+        same_configs(pair, pair.send(describe_configs(4, TOPIC_RESOURCE, name, (follower,))))
+
+
+def increment_a_replication_throttled_rate(pair: Pair, v: int) -> None:
+    """The rates kafka-reassign-partitions --throttle sets per broker: described once
+    set, with their synonyms, and gone again once deleted (the shared brokers keep no
+    throttle)."""
+    rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+    try:
+        pair.compare(incremental(v, "1", (rates[0], SET, "1000000"), resource_type=BROKER_RESOURCE))
+        describe = describe_configs(4, BROKER_RESOURCE, "1", rates, synonyms=True)
+        wait_for(pair.kafka, "the rate described", lambda: bool(
+            pair.kafka.send(describe).results[0].configs))
+        pair.compare(describe, ignore=DOCUMENTATION)
+        pair.compare(incremental(v, "1", (rates[1], SET, "-1"),
+                                 resource_type=BROKER_RESOURCE))
+    finally:
+        pair.compare(incremental(v, "1", (rates[0], DELETE, None),
+                                 resource_type=BROKER_RESOURCE))
+    wait_for(pair.kafka, "the rate removed", lambda: not pair.kafka.send(
+        describe_configs(4, BROKER_RESOURCE, "1", rates)).results[0].configs)
+    pair.compare(describe_configs(4, BROKER_RESOURCE, "1", rates, synonyms=True))
+
+
 def increment_with_an_invalid_operation(pair: Pair, v: int) -> None:
     name = unique("iac-op")
     create_topic(pair, name)
@@ -695,6 +739,8 @@ CASES: list[tuple[int, Case]] = [
     (INCREMENTAL_ALTER_CONFIGS, increment_an_unknown_config),
     (INCREMENTAL_ALTER_CONFIGS, increment_to_an_invalid_value),
     (INCREMENTAL_ALTER_CONFIGS, increment_a_segment_below_the_minimum),
+    (INCREMENTAL_ALTER_CONFIGS, increment_throttled_replicas),
+    (INCREMENTAL_ALTER_CONFIGS, increment_a_replication_throttled_rate),
     (INCREMENTAL_ALTER_CONFIGS, increment_with_an_invalid_operation),
     (INCREMENTAL_ALTER_CONFIGS, increment_the_same_key_twice),
     (DESCRIBE_CLUSTER, describe_cluster),
