@@ -307,9 +307,14 @@ class BrokerMetrics:
         )
         self.client_quota_throttled = Counter(
             "kafkernel_client_quota_throttled", "Answers throttled over a client quota "
-            "(produce, fetch, request): throttle_time_ms set, the connection muted that "
-            "long.",
+            "(produce, fetch, request, controller_mutation): throttle_time_ms set, the "
+            "connection muted that long.",
             ["quota", "user", "client_id"], registry=r,
+        )
+        self.client_quota_mutations = Counter(
+            "kafkernel_client_quota_mutations", "Partitions created or deleted "
+            "(CreateTopics, CreatePartitions, DeleteTopics) recorded against a client's "
+            "controller_mutation_rate (KIP-599).", ["user", "client_id"], registry=r,
         )
         self.client_quota_throttle_seconds = Counter(
             "kafkernel_client_quota_throttle_seconds", "Throttle time given over a client "
@@ -410,6 +415,14 @@ class BrokerMetrics:
             seconds.inc(ms / 1000)
 
         return throttled
+
+    def client_mutations_recorded(self, tags: tuple[str, str], partitions: int,
+                                  throttle_ms: int) -> None:
+        self.client_quota_mutations.labels(*tags).inc(partitions)
+        if throttle_ms > 0:
+            self.client_quota_throttled.labels("controller_mutation", *tags).inc()
+            self.client_quota_throttle_seconds.labels("controller_mutation", *tags).inc(
+                throttle_ms / 1000)
 
     def client_quota_recorded(self, quota: str, tags: tuple[str, str], size: int,
                               throttle_ms: int) -> None:

@@ -18,7 +18,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from kernel.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 from kernel.handlers.api_versions import unsupported_version_response
 from kernel.handlers.fetch import fetch_replica_id
 from kernel.metrics import BrokerMetrics
@@ -50,6 +55,9 @@ FETCH = 1
 # Kafka does not throttle the SASL exchange (its authenticator answers it) nor cluster
 # actions such as WriteTxnMarkers between brokers.
 QUOTA_EXEMPT_APIS = frozenset({17, 27, 36})
+# KIP-599: the APIs controller_mutation_rate applies to (CreateTopics, DeleteTopics,
+# CreatePartitions), and the version from which each is strict (Kafka's ControllerApis).
+MUTATION_STRICT_SINCE = {19: 6, 20: 5, 37: 3}
 
 
 class _Timed:
@@ -134,6 +142,10 @@ class RequestDispatcher:
         quotas_on = self.client_quotas.active
         if quotas_on and api_key == FETCH:
             body = self._fetch_within_quota(ctx, body)
+        mutations = quotas_on and api_key in MUTATION_STRICT_SINCE
+        if mutations and self.client_quotas.applies(CONTROLLER_MUTATION_RATE):
+            ctx.mutation_quota = self.client_quotas.mutation_quota(
+                session.principal, client_id, api_version >= MUTATION_STRICT_SINCE[api_key])
         # The handler's time counts only where a request quota could apply.
         timed = quotas_on and api_key not in QUOTA_EXEMPT_APIS and self.client_quotas.applies(
             REQUEST_PERCENTAGE)
@@ -155,7 +167,7 @@ class RequestDispatcher:
                     return self._finish_later(ctx, body, _Timed(result), started)
                 return self._finish_later(ctx, body, result, started)
             self._answer_types.add(type(result))
-        if quotas_on and (api_key <= FETCH or timed):
+        if quotas_on and (api_key <= FETCH or timed or mutations):
             result = self._throttled(ctx, body, result,
                                      time.perf_counter() - started if timed else None)
         return self._finish(ctx, result, started)
@@ -173,7 +185,8 @@ class RequestDispatcher:
             self._log.exception("handler failed", api_key=ctx.api_key, api_version=ctx.api_version)
             result = self._error_response(ctx, ErrorCode.unknown_server_error, None)
         timed = isinstance(pending, _Timed)
-        if self.client_quotas.active and (ctx.api_key <= FETCH or timed):
+        if self.client_quotas.active and (ctx.api_key <= FETCH or timed
+                                          or ctx.api_key in MUTATION_STRICT_SINCE):
             result = self._throttled(ctx, request, result,
                                      pending.seconds if isinstance(pending, _Timed) else None)
         return self._finish(ctx, result, started)
@@ -194,9 +207,10 @@ class RequestDispatcher:
     def _throttled(self, ctx: RequestContext, request: Any, response: Any,
                    handler_s: float | None) -> Any:
         """The client's quotas, as Kafka's: Produce request bytes and Fetch record bytes
-        against its byte rate (a follower's fetch is exempt), and with ``handler_s``
-        (request_percentage applies) the handler's time against its request quota. Over
-        either, the answer carries the larger throttle time and the connection is muted
+        against its byte rate (a follower's fetch is exempt), with ``handler_s``
+        (request_percentage applies) the handler's time against its request quota, and
+        the partitions a topic mutation took against its controller mutation quota. Over
+        any, the answer carries the larger throttle time and the connection is muted
         that long once it is written (KIP-219); a throttled fetch answers no records and
         its bytes are taken back."""
         quotas, session, client_id = self.client_quotas, ctx.session, ctx.client_id
@@ -210,7 +224,9 @@ class RequestDispatcher:
             byte_ms = quotas.record(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
         request_ms = 0 if handler_s is None else quotas.record(
             REQUEST_PERCENTAGE, session.principal, client_id, handler_s * 100)
-        throttle_ms = max(byte_ms, request_ms)
+        mutation_ms = quotas.mutations_recorded(session.principal, client_id,
+                                                ctx.mutation_quota)
+        throttle_ms = max(byte_ms, request_ms, mutation_ms)
         if throttle_ms <= 0:
             return response
         session.throttle_after_response_ms = throttle_ms
