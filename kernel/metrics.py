@@ -294,6 +294,18 @@ class BrokerMetrics:
             "kafkernel_connections_throttled", "Accepted connections held over "
             "max.connection.creation.rate (KIP-612).", ["listener"], registry=r,
         )
+        # KIP-612's per-IP quota, per quota entity: the ip entity's address, or
+        # "<default>" for the ip default entity (a bounded set of labels).
+        self.ip_connections_throttled = Counter(
+            "kafkernel_ip_connections_throttled", "Connections accepted over their "
+            "address's connection_creation_rate quota and closed after the throttle time "
+            "(KIP-612).", ["listener", "ip"], registry=r,
+        )
+        self.ip_connection_throttle_seconds = Counter(
+            "kafkernel_ip_connection_throttle_seconds", "Throttle time of the connections "
+            "over their address's connection_creation_rate quota (Kafka's "
+            "ip-connection-accept-throttle-time).", ["listener", "ip"], registry=r,
+        )
         self.connection_throttle_seconds = Counter(
             "kafkernel_connection_throttle_seconds", "Time the acceptor held connections "
             "over max.connection.creation.rate.", ["listener"], registry=r,
@@ -413,6 +425,16 @@ class BrokerMetrics:
         def throttled(ms: int) -> None:
             count.inc()
             seconds.inc(ms / 1000)
+
+        return throttled
+
+    def ip_connection_throttled(self, listener: str) -> Callable[[str, int], None]:
+        """Counts one connection of ``listener`` throttled over an ip quota entity's
+        connection_creation_rate, and its throttle time (ms)."""
+
+        def throttled(entity: str, ms: int) -> None:
+            self.ip_connections_throttled.labels(listener, entity).inc()
+            self.ip_connection_throttle_seconds.labels(listener, entity).inc(ms / 1000)
 
         return throttled
 
