@@ -24,6 +24,7 @@ from kernel.client_quotas import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
+from kernel.fetch_session import INVALID_SESSION_ID
 from kernel.handlers.api_versions import unsupported_version_response
 from kernel.handlers.fetch import fetch_replica_id
 from kernel.metrics import BrokerMetrics
@@ -214,11 +215,13 @@ class RequestDispatcher:
         that long once it is written (KIP-219); a throttled fetch answers no records and
         its bytes are taken back."""
         quotas, session, client_id = self.client_quotas, ctx.session, ctx.client_id
+        if ctx.api_key == FETCH and fetch_replica_id(request) >= 0:
+            return response  # Kafka exempts a follower's fetch from client quotas
         byte_ms, fetched = 0, 0
         if ctx.api_key == PRODUCE:
             byte_ms = quotas.record(PRODUCER_BYTE_RATE, session.principal, client_id,
                                     ctx.size)
-        elif ctx.api_key == FETCH and response is not None and fetch_replica_id(request) < 0:
+        elif ctx.api_key == FETCH and response is not None:
             fetched = sum(len(p.records or b"") for t in response.responses
                           for p in t.partitions)
             byte_ms = quotas.record(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
@@ -233,18 +236,31 @@ class RequestDispatcher:
         if response is None:  # acks=0: no answer, the mute alone throttles
             return None
         throttle_time = datetime.timedelta(milliseconds=throttle_ms)
-        if ctx.api_key == FETCH and fetched:
-            quotas.unrecord(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
-            # Kafka's throttled fetch answer holds no partitions; the slices go back now.
-            for topic in response.responses:
-                for partition in topic.partitions:
-                    release = getattr(partition.records, "release", None)
-                    if release is not None:
-                        release()
-            return dataclasses.replace(response, throttle_time=throttle_time, responses=())
+        if ctx.api_key == FETCH:
+            return self._throttled_fetch(ctx, request, response, throttle_time, fetched)
         if has_field(type(response), "throttle_time"):
             return dataclasses.replace(response, throttle_time=throttle_time)
         return response
+
+    def _throttled_fetch(self, ctx: RequestContext, request: Any, response: Any,
+                         throttle_time: datetime.timedelta, fetched: int) -> Any:
+        """Kafka's getThrottledResponse: no partitions (their bytes are taken back from
+        the rate and their slices released now); a full fetch's session is not kept
+        (session id 0), an incremental one's takes back the answer."""
+        if fetched:
+            self.client_quotas.unrecord(CONSUMER_BYTE_RATE, ctx.session.principal,
+                                        ctx.client_id, fetched)
+        for topic in response.responses:
+            for partition in topic.partitions:
+                release = getattr(partition.records, "release", None)
+                if release is not None:
+                    release()
+        values: dict[str, Any] = {"throttle_time": throttle_time, "responses": ()}
+        session_id = getattr(response, "session_id", INVALID_SESSION_ID)
+        if session_id != INVALID_SESSION_ID:
+            values["session_id"] = self._services.fetch_sessions.throttled(
+                session_id, request.session_epoch)
+        return dataclasses.replace(response, **values)
 
     def _finish(self, ctx: RequestContext, body: Any, started: float) -> ResponseBytes:
         if body is None:
