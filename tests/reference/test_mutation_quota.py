@@ -12,12 +12,15 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
 
 from kernel.testing.embedded import EmbeddedBroker
+from reference import tools
 from reference.kafka import ReferenceKafka
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 from tests.reference.conformance import body, part
@@ -74,6 +77,16 @@ def _burst(bootstrap: str, prefix: str) -> dict[str, Any]:
     return seen
 
 
+def _remove_quota(bootstrap: str, client_id: str) -> None:
+    """The reference Kafka is shared by later tests: the quota goes, once Kafka's image
+    shows it gone (it lags while Kafka makes or deletes this test's partitions)."""
+    alter(bootstrap, [([(CLIENT, client_id)], [("controller_mutation_rate", None)])])
+    deadline = time.monotonic() + 15
+    while describe(bootstrap, [])[2] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    remove_every_quota(bootstrap)
+
+
 @pytest.fixture
 def brokers(reference_kafka: ReferenceKafka) -> Iterator[dict[str, str]]:
     with EmbeddedBroker() as kafkernel:
@@ -85,13 +98,7 @@ def brokers(reference_kafka: ReferenceKafka) -> Iterator[dict[str, str]]:
         try:
             yield both
         finally:
-            alter(reference_kafka.bootstrap, [([(CLIENT, CLIENT_ID)],
-                                               [("controller_mutation_rate", None)])])
-            # Kafka's image lags while it deletes this test's topics.
-            deadline = time.monotonic() + 15
-            while describe(reference_kafka.bootstrap, [])[2] and time.monotonic() < deadline:
-                time.sleep(0.2)
-            remove_every_quota(reference_kafka.bootstrap)  # shared by later tests
+            _remove_quota(reference_kafka.bootstrap, CLIENT_ID)
         assert kafkernel.broker is not None
         text = generate_latest(kafkernel.broker.metrics.registry).decode()
         assert ('kafkernel_client_quota_throttled_total{client_id="mutator",'
@@ -107,3 +114,47 @@ def test_a_mutation_quota_refuses_and_throttles_as_kafka(brokers: dict[str, str]
     strict = seen["kafka"]["strict"]
     assert [code for _, code, _ in strict] == [0] * 5 + [THROTTLING_QUOTA_EXCEEDED], seen
     assert seen["kafka"]["strict_throttled"] and seen["kafka"]["permissive_throttled"], seen
+
+
+TOOL_CLIENT_ID = "mutator-tool"
+
+
+def _topics_tool(bootstrap: str, config: Path, topic: str, partitions: int) -> tuple[int, str]:
+    ran = tools.run(tools.TOPIC_COMMAND, "--bootstrap-server", bootstrap, "--command-config",
+                    str(config), "--create", "--topic", topic, "--partitions", str(partitions),
+                    "--replication-factor", "1")
+    errors = [line.split(" ERROR ", 1)[-1] for line in ran.stderr.splitlines()
+              if " ERROR " in line]
+    return ran.returncode, "\n".join(errors)
+
+
+def _tool_creates_twice(bootstrap: str, config: Path, prefix: str) -> list[tuple[int, str]]:
+    """kafka-topics creates 50 partitions (the bucket of 22 goes 28 into debt, 14 s of
+    it), then one more, which is refused: the tool asks its admin client not to retry
+    on a quota violation (KIP-599), and says so."""
+    return [_topics_tool(bootstrap, config, f"{prefix}-big", 50),
+            _topics_tool(bootstrap, config, f"{prefix}-small", 1)]
+
+
+def test_kafka_topics_meets_the_mutation_quota_alike_on_both(reference_kafka: ReferenceKafka,
+                                                             tmp_path: Path) -> None:
+    config = tmp_path / "admin.properties"
+    config.write_text(f"client.id={TOOL_CLIENT_ID}\n")
+    prefix = f"mutq-tool{time.monotonic_ns()}"
+    with EmbeddedBroker() as kafkernel:
+        both = {"kafkernel": kafkernel.bootstrap, "kafka": reference_kafka.bootstrap}
+        for bootstrap in both.values():
+            answer = alter(bootstrap, [([(CLIENT, TOOL_CLIENT_ID)],
+                                        [("controller_mutation_rate", RATE)])])
+            assert answer[0][1] == 0, answer
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                futures = {name: pool.submit(_tool_creates_twice, b, config, prefix)
+                           for name, b in both.items()}
+                outcomes = {name: f.result() for name, f in futures.items()}
+        finally:
+            _remove_quota(reference_kafka.bootstrap, TOOL_CLIENT_ID)
+    assert outcomes["kafkernel"] == outcomes["kafka"], outcomes
+    assert outcomes["kafka"][0] == (0, ""), outcomes
+    assert outcomes["kafka"][1][0] == 1, outcomes
+    assert "ThrottlingQuotaExceededException" in outcomes["kafka"][1][1], outcomes
