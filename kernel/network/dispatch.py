@@ -212,8 +212,8 @@ class RequestDispatcher:
         (request_percentage applies) the handler's time against its request quota, and
         the partitions a topic mutation took against its controller mutation quota. Over
         any, the answer carries the larger throttle time and the connection is muted
-        that long once it is written (KIP-219); a throttled fetch answers no records and
-        its bytes are taken back."""
+        that long once it is written (KIP-219); a throttled fetch answers no partitions
+        (_throttled_fetch). A follower's fetch is exempt from every client quota."""
         quotas, session, client_id = self.client_quotas, ctx.session, ctx.client_id
         if ctx.api_key == FETCH and fetch_replica_id(request) >= 0:
             return response  # Kafka exempts a follower's fetch from client quotas
