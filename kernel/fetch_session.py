@@ -268,11 +268,11 @@ class IncrementalFetch:
             cached = partitions.get(key)
             if cached is None:
                 continue
-            before = (cached, cached.high_watermark, cached.last_stable_offset,
-                      cached.local_log_start_offset)
+            high_watermark, last_stable = cached.high_watermark, cached.last_stable_offset
+            log_start = cached.local_log_start_offset
             if not cached.must_respond(p):
                 continue
-            changed.append(before)
+            changed.append((cached, high_watermark, last_stable, log_start))
             answered.append(p)
             if len(p.records):
                 if order is None:
