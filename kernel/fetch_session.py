@@ -125,24 +125,24 @@ class CachedPartition:
         self.last_fetched_epoch = p.last_fetched_epoch
         self.fetcher_log_start_offset = p.follower_log_start_offset
 
-    def must_respond(self, p: FetchedPartition) -> bool:
+    def must_respond(self, p: FetchedPartition,
+                     changed: list[tuple[CachedPartition, int, int, int]] | None = None,
+                     ) -> bool:
         """Kafka's maybeUpdateResponseData: whether ``p``'s answer goes in an incremental
-        response, remembering what it reports. An error is always answered and resets
-        the cached high watermark, so the partition is answered again once it clears."""
-        respond = len(p.records) > 0 or p.diverging is not None
-        if self.high_watermark != p.high_watermark:
-            self.high_watermark = p.high_watermark
-            respond = True
-        if self.last_stable_offset != p.last_stable_offset:
-            self.last_stable_offset = p.last_stable_offset
-            respond = True
-        if self.local_log_start_offset != p.log_start_offset:
-            self.local_log_start_offset = p.log_start_offset
-            respond = True
-        if p.error != ErrorCode.none:
-            self.high_watermark = -1
-            respond = True
-        return respond
+        response, remembering what it reports (and, in ``changed``, what it remembered
+        before). An error is always answered and resets the cached high watermark, so
+        the partition is answered again once it clears."""
+        high_watermark, last_stable = self.high_watermark, self.last_stable_offset
+        log_start = self.local_log_start_offset
+        if (high_watermark == p.high_watermark and last_stable == p.last_stable_offset
+                and log_start == p.log_start_offset and p.error == ErrorCode.none):
+            return len(p.records) > 0 or p.diverging is not None
+        if changed is not None:
+            changed.append((self, high_watermark, last_stable, log_start))
+        self.high_watermark = p.high_watermark if p.error == ErrorCode.none else -1
+        self.last_stable_offset = p.last_stable_offset
+        self.local_log_start_offset = p.log_start_offset
+        return True
 
     def answered_fully(self, p: FetchedPartition) -> None:
         """What a full fetch answered, as the session starts from it."""
@@ -266,13 +266,8 @@ class IncrementalFetch:
         for p in fetched:
             key = key_of(p, uses_topic_ids)
             cached = partitions.get(key)
-            if cached is None:
+            if cached is None or not cached.must_respond(p, changed):
                 continue
-            high_watermark, last_stable = cached.high_watermark, cached.last_stable_offset
-            log_start = cached.local_log_start_offset
-            if not cached.must_respond(p):
-                continue
-            changed.append((cached, high_watermark, last_stable, log_start))
             answered.append(p)
             if len(p.records):
                 if order is None:
