@@ -125,24 +125,24 @@ class CachedPartition:
         self.last_fetched_epoch = p.last_fetched_epoch
         self.fetcher_log_start_offset = p.follower_log_start_offset
 
-    def must_respond(self, p: FetchedPartition) -> bool:
+    def must_respond(self, p: FetchedPartition,
+                     changed: list[tuple[CachedPartition, int, int, int]] | None = None,
+                     ) -> bool:
         """Kafka's maybeUpdateResponseData: whether ``p``'s answer goes in an incremental
-        response, remembering what it reports. An error is always answered and resets
-        the cached high watermark, so the partition is answered again once it clears."""
-        respond = len(p.records) > 0 or p.diverging is not None
-        if self.high_watermark != p.high_watermark:
-            self.high_watermark = p.high_watermark
-            respond = True
-        if self.last_stable_offset != p.last_stable_offset:
-            self.last_stable_offset = p.last_stable_offset
-            respond = True
-        if self.local_log_start_offset != p.log_start_offset:
-            self.local_log_start_offset = p.log_start_offset
-            respond = True
-        if p.error != ErrorCode.none:
-            self.high_watermark = -1
-            respond = True
-        return respond
+        response, remembering what it reports (and, in ``changed``, what it remembered
+        before). An error is always answered and resets the cached high watermark, so
+        the partition is answered again once it clears."""
+        high_watermark, last_stable = self.high_watermark, self.last_stable_offset
+        log_start = self.local_log_start_offset
+        if (high_watermark == p.high_watermark and last_stable == p.last_stable_offset
+                and log_start == p.log_start_offset and p.error == ErrorCode.none):
+            return len(p.records) > 0 or p.diverging is not None
+        if changed is not None:
+            changed.append((self, high_watermark, last_stable, log_start))
+        self.high_watermark = p.high_watermark if p.error == ErrorCode.none else -1
+        self.last_stable_offset = p.last_stable_offset
+        self.local_log_start_offset = p.log_start_offset
+        return True
 
     def answered_fully(self, p: FetchedPartition) -> None:
         """What a full fetch answered, as the session starts from it."""
@@ -168,6 +168,29 @@ class FetchSession:
     cached_size: int = -1
     evictable_by_privileged: bool = False
     evictable_by_all: bool = False
+    # What the last incremental answer changed, for a throttle to take back: the epoch
+    # it left, (partition, high watermark, LSO, log start) before it, and the fetch
+    # order before it moved partitions (None: none moved).
+    last_answer: tuple[int, list[tuple[CachedPartition, int, int, int]],
+                       list[Key] | None] | None = None
+
+    def take_back_answer(self) -> None:
+        """The last answer was throttled and not sent (Kafka's IncrementalFetchContext
+        then skips updateAndGenerateResponseData): the session remembers what it
+        remembered before it, so the next answer reports the same news."""
+        if self.last_answer is None or self.last_answer[0] != self.epoch:
+            return
+        _, changed, order = self.last_answer
+        self.last_answer = None
+        for cached, high_watermark, last_stable, log_start in changed:
+            cached.high_watermark = high_watermark
+            cached.last_stable_offset = last_stable
+            cached.local_log_start_offset = log_start
+        if order is not None:
+            partitions = self.partitions
+            for key in order:
+                if key in partitions:
+                    partitions[key] = partitions.pop(key)
 
     def update(self, requested: Iterable[FetchedPartition], forgotten: Iterable[Key]) -> None:
         """The partitions an incremental request sent (added, or their parameters
@@ -238,14 +261,19 @@ class IncrementalFetch:
         partitions = session.partitions
         uses_topic_ids = session.uses_topic_ids
         answered: list[F] = []
+        changed: list[tuple[CachedPartition, int, int, int]] = []
+        order: list[Key] | None = None
         for p in fetched:
             key = key_of(p, uses_topic_ids)
             cached = partitions.get(key)
-            if cached is None or not cached.must_respond(p):
+            if cached is None or not cached.must_respond(p, changed):
                 continue
             answered.append(p)
             if len(p.records):
+                if order is None:
+                    order = list(partitions)
                 partitions[key] = partitions.pop(key)  # to the end of the fetch order
+        session.last_answer = (session.epoch, changed, order)
         return ErrorCode.none, answered
 
 
@@ -346,6 +374,20 @@ class FetchSessionCache:
     def _evict(self, session: FetchSession) -> None:
         self.remove(session.id)
         self.evictions += 1
+
+    def throttled(self, session_id: int, request_epoch: int) -> int:
+        """The session id a throttled fetch answers (Kafka's getThrottledResponse): a
+        full fetch makes no session, so the one its answer named is removed and it
+        answers 0; an incremental one keeps its session, which takes back the answer."""
+        if session_id == INVALID_SESSION_ID:
+            return INVALID_SESSION_ID
+        if request_epoch == INITIAL_EPOCH:
+            self.remove(session_id)
+            return INVALID_SESSION_ID
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.take_back_answer()
+        return session_id
 
     def remove(self, session_id: int) -> FetchSession | None:
         session = self._sessions.pop(session_id, None)

@@ -294,6 +294,18 @@ class BrokerMetrics:
             "kafkernel_connections_throttled", "Accepted connections held over "
             "max.connection.creation.rate (KIP-612).", ["listener"], registry=r,
         )
+        # KIP-612's per-IP quota, per quota entity: the ip entity's address, or
+        # "<default>" for the ip default entity (a bounded set of labels).
+        self.ip_connections_throttled = Counter(
+            "kafkernel_ip_connections_throttled", "Connections accepted over their "
+            "address's connection_creation_rate quota and closed after the throttle time "
+            "(KIP-612).", ["listener", "ip"], registry=r,
+        )
+        self.ip_connection_throttle_seconds = Counter(
+            "kafkernel_ip_connection_throttle_seconds", "Throttle time of the connections "
+            "over their address's connection_creation_rate quota (Kafka's "
+            "ip-connection-accept-throttle-time).", ["listener", "ip"], registry=r,
+        )
         self.connection_throttle_seconds = Counter(
             "kafkernel_connection_throttle_seconds", "Time the acceptor held connections "
             "over max.connection.creation.rate.", ["listener"], registry=r,
@@ -307,9 +319,14 @@ class BrokerMetrics:
         )
         self.client_quota_throttled = Counter(
             "kafkernel_client_quota_throttled", "Answers throttled over a client quota "
-            "(produce, fetch, request): throttle_time_ms set, the connection muted that "
-            "long.",
+            "(produce, fetch, request, controller_mutation): throttle_time_ms set, the "
+            "connection muted that long.",
             ["quota", "user", "client_id"], registry=r,
+        )
+        self.client_quota_mutations = Counter(
+            "kafkernel_client_quota_mutations", "Partitions created or deleted "
+            "(CreateTopics, CreatePartitions, DeleteTopics) recorded against a client's "
+            "controller_mutation_rate (KIP-599).", ["user", "client_id"], registry=r,
         )
         self.client_quota_throttle_seconds = Counter(
             "kafkernel_client_quota_throttle_seconds", "Throttle time given over a client "
@@ -427,6 +444,24 @@ class BrokerMetrics:
             seconds.inc(ms / 1000)
 
         return throttled
+
+    def ip_connection_throttled(self, listener: str) -> Callable[[str, int], None]:
+        """Counts one connection of ``listener`` throttled over an ip quota entity's
+        connection_creation_rate, and its throttle time (ms)."""
+
+        def throttled(entity: str, ms: int) -> None:
+            self.ip_connections_throttled.labels(listener, entity).inc()
+            self.ip_connection_throttle_seconds.labels(listener, entity).inc(ms / 1000)
+
+        return throttled
+
+    def client_mutations_recorded(self, tags: tuple[str, str], partitions: int,
+                                  throttle_ms: int) -> None:
+        self.client_quota_mutations.labels(*tags).inc(partitions)
+        if throttle_ms > 0:
+            self.client_quota_throttled.labels("controller_mutation", *tags).inc()
+            self.client_quota_throttle_seconds.labels("controller_mutation", *tags).inc(
+                throttle_ms / 1000)
 
     def client_quota_recorded(self, quota: str, tags: tuple[str, str], size: int,
                               throttle_ms: int) -> None:

@@ -85,6 +85,30 @@ def _no_authorizer(session: Session, operation: str, resource_type: str) -> bool
     return True
 
 
+class ControllerMutationQuota(Protocol):
+    """KIP-599's controller_mutation_rate for one request (Kafka's ControllerMutationQuota):
+    CreateTopics, CreatePartitions and DeleteTopics record the partitions each topic
+    creates or deletes, in request order, as Kafka's controller does."""
+
+    def record(self, partitions: int) -> None:
+        """Count ``partitions`` against the client's quota, or raise
+        KafkaError(THROTTLING_QUOTA_EXCEEDED) where a strict quota (the APIs' newer
+        versions) is already used up: that topic is then refused."""
+        ...
+
+
+class _UnboundedMutationQuota:
+    """No controller_mutation_rate applies (Kafka's UnboundedControllerMutationQuota)."""
+
+    __slots__ = ()
+
+    def record(self, partitions: int) -> None:
+        return None
+
+
+UNBOUNDED_MUTATION_QUOTA: ControllerMutationQuota = _UnboundedMutationQuota()
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything a handler knows about the request besides its decoded body: the
@@ -105,6 +129,9 @@ class RequestContext:
     # The connection's broker's responses built before (the dispatcher's), for handlers
     # whose answers repeat.
     recent_responses: RecentResponses = field(default_factory=RecentResponses)
+    # The client's controller_mutation_rate, set by the dispatcher for the APIs it
+    # applies to (CreateTopics, CreatePartitions, DeleteTopics) when such a quota is set.
+    mutation_quota: ControllerMutationQuota = UNBOUNDED_MUTATION_QUOTA
 
 
 Response = Any  # a kio response entity of the request's version

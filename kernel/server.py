@@ -19,10 +19,12 @@ import collections
 import dataclasses
 import os
 import traceback
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from kernel import handlers
+from kernel.client_quotas import QuotaEntity, QuotaValues
 from kernel.cluster import BrokerEndpoint, BrokerRegistration, ClusterImage, MetadataBackend
 from kernel.config import (
     INT_MAX,
@@ -55,7 +57,12 @@ from kernel.network.dispatch import RequestDispatcher
 from kernel.network.inter_broker import InterBrokerChannel, inter_broker_sasl
 from kernel.network.listener import Listener, check_listener_names, parse_endpoints
 from kernel.network.memory_pool import MemoryPool, PreAuthPool, preauth_share
-from kernel.network.quotas import ConnectionQuotas, parse_overrides, resolve_overrides
+from kernel.network.quotas import (
+    ConnectionQuotas,
+    QuotaSource,
+    parse_overrides,
+    resolve_overrides,
+)
 from kernel.network.tls import TLS_PROTOCOLS, inter_broker_client_tls, server_tls
 from kernel.plugins import KERNEL_PLUGIN, PluginFacade
 from kernel.protocol.client import BrokerConnectionError
@@ -72,6 +79,7 @@ SHUTDOWN_GRACE_S = 5.0
 # leader: the other broker's answer is awaited a little longer than that.
 INTER_BROKER_REQUEST_TIMEOUT_S = write_txn_markers.MARKER_TIMEOUT_MS / 1000 + 5.0
 RECENT_ERRORS = 20
+NO_QUOTAS: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
 
 
 class Broker:
@@ -131,7 +139,8 @@ class Broker:
             # Shared by every listener: Kafka counts connections and request memory per
             # broker.
             self.connection_quotas = connection_quotas(
-                cfg, self._client_room, [e.listener_name for e in self.endpoints])
+                cfg, self._client_room, [e.listener_name for e in self.endpoints],
+                ip_quotas=self._client_quotas)
             self.memory_pool = memory_pool(cfg)
             self.preauth_pool = PreAuthPool(preauth_share(cfg.queued_max_request_bytes,
                                                           cfg.sasl_server_max_receive_size))
@@ -146,6 +155,7 @@ class Broker:
                      on_count=self.metrics.connections.labels(e.listener_name).set,
                      on_rejected=self.metrics.connection_rejected(e.listener_name),
                      on_throttled=self.metrics.connection_throttled(e.listener_name),
+                     on_ip_throttled=self.metrics.ip_connection_throttled(e.listener_name),
                      on_session_opened=self.plugins.connection_opened,
                      on_session_closed=self.plugins.connection_closed,
                      tls=tls.get(e.listener_name), preauth_pool=self.preauth_pool,
@@ -249,6 +259,11 @@ class Broker:
         if self.inter_broker is None:
             raise BrokerConnectionError("this broker is not connected to the others yet")
         return await self.inter_broker.send(broker_id, request)
+
+    def _client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
+        """The quotas in the metadata; none before the backend started (a client
+        accepted then is not rated by its ip)."""
+        return NO_QUOTAS if self._metadata is None else self._metadata.client_quotas()
 
     @property
     def metadata(self) -> MetadataBackend:
@@ -550,9 +565,11 @@ class Broker:
 
 
 def connection_quotas(cfg: BrokerConfig, client_room: Callable[[], int | None] | None = None,
-                      listener_names: Sequence[str] = ()) -> ConnectionQuotas:
+                      listener_names: Sequence[str] = (),
+                      ip_quotas: QuotaSource | None = None) -> ConnectionQuotas:
     """``listener_names``: the broker's listeners; with more than one, the inter-broker
-    listener is protected as Kafka's (other brokers are not held back by client load)."""
+    listener is protected as Kafka's (other brokers are not held back by client load);
+    ``ip_quotas``: the client quotas, whose ip entities rate each address's connections."""
     overrides = parse_overrides(cfg.max_connections_per_ip_overrides)
     if cfg.max_connections_per_ip == 0 and not overrides:
         raise ConfigError("max.connections.per.ip can be 0 only if "
@@ -568,7 +585,7 @@ def connection_quotas(cfg: BrokerConfig, client_room: Callable[[], int | None] |
                             resolve_overrides(overrides),
                             max_creation_rate=cfg.max_connection_creation_rate,
                             listener_limits=listener_limits, client_room=client_room,
-                            protected_listener=protected)
+                            protected_listener=protected, ip_quotas=ip_quotas)
 
 
 def memory_pool(cfg: BrokerConfig) -> MemoryPool:

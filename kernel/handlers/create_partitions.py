@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             answered[name] = (ErrorCode.topic_authorization_failed, None)
             continue
         try:
-            assignments = _validate(topic, services.metadata.image)
+            assignments = _validate(ctx, topic, services.metadata.image)
             if not request.validate_only:
                 await services.metadata.create_partitions(name, topic.count, assignments)
         except KafkaError as e:
@@ -72,7 +72,8 @@ def _added_partitions(topics: Any, image: ClusterImage) -> int:
     return total
 
 
-def _validate(topic: Any, image: ClusterImage) -> list[tuple[int, ...]] | None:
+def _validate(ctx: RequestContext, topic: Any,
+              image: ClusterImage) -> list[tuple[int, ...]] | None:
     current = image.topics.get(topic.name)
     if current is None:
         # Kafka's controller says no more (UnknownTopicOrPartitionException()).
@@ -84,13 +85,14 @@ def _validate(topic: Any, image: ClusterImage) -> list[tuple[int, ...]] | None:
         raise KafkaError(ErrorCode.invalid_partitions,
                          f"The topic {topic.name} currently has {have} partition(s); "
                          f"{topic.count} would not be an increase.")
-    if topic.assignments is None:
-        return None
     additional = topic.count - have
-    if len(topic.assignments) != additional:
+    if topic.assignments is not None and len(topic.assignments) != additional:
         raise KafkaError(ErrorCode.invalid_replica_assignment,
                          f"Attempted to add {additional} additional partition(s), but only "
                          f"{len(topic.assignments)} assignment(s) were specified.")
+    ctx.mutation_quota.record(additional)  # KIP-599, where Kafka's controller takes it
+    if topic.assignments is None:
+        return None
     # New partitions keep the topic's replication factor, taken from its partition 0.
     replication = len(current.partitions[min(current.partitions)].replicas)
     assignments = []

@@ -85,10 +85,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             outcome.message = "Authorization failed."
         else:
             try:
-                outcome.new_topic = _validate(topic, image, view.effective, collisions)
+                new_topic = _validate(topic, image, view.effective, collisions)
+                # KIP-599: the controller takes the partitions last (validate_only too).
+                ctx.mutation_quota.record(new_topic.num_partitions)
             except KafkaError as e:
                 outcome.error, outcome.message = e.error_code, e.message
             else:
+                outcome.new_topic = new_topic
                 outcome.configs = dict(outcome.new_topic.configs)
                 collisions[_collision_key(name)] = name
     if not request.validate_only:

@@ -92,7 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result.message = "The provided topic name maps to an ID that was already supplied."
             else:
                 result.name = topic.name
-                to_delete[topic.name] = result
+                _take(ctx, result, len(topic.partitions), to_delete)
         else:
             topic = image.topics.get(name)
             if not describable(name):
@@ -104,9 +104,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result.error = ErrorCode.topic_authorization_failed
             else:
                 result.topic_id = topic.topic_id
-                to_delete[name] = result
+                _take(ctx, result, len(topic.partitions), to_delete)
     await _delete(ctx, to_delete)
     return _respond(ctx, results)
+
+
+def _take(ctx: RequestContext, result: _Result, partitions: int,
+          to_delete: dict[str, _Result]) -> None:
+    """The topic goes to the deletion unless the client's controller mutation quota
+    (KIP-599) refuses its partitions."""
+    try:
+        ctx.mutation_quota.record(partitions)
+    except KafkaError as e:
+        result.error, result.message = e.error_code, e.message
+    else:
+        assert result.name is not None
+        to_delete[result.name] = result
 
 
 async def _delete(ctx: RequestContext, to_delete: dict[str, _Result]) -> None:

@@ -18,7 +18,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from kernel.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
+from kernel.fetch_session import INVALID_SESSION_ID
 from kernel.handlers.api_versions import unsupported_version_response
 from kernel.handlers.fetch import fetch_replica_id
 from kernel.metrics import BrokerMetrics
@@ -50,6 +56,9 @@ FETCH = 1
 # Kafka does not throttle the SASL exchange (its authenticator answers it) nor cluster
 # actions such as WriteTxnMarkers between brokers.
 QUOTA_EXEMPT_APIS = frozenset({17, 27, 36})
+# KIP-599: the APIs controller_mutation_rate applies to (CreateTopics, DeleteTopics,
+# CreatePartitions), and the version from which each is strict (Kafka's ControllerApis).
+MUTATION_STRICT_SINCE = {19: 6, 20: 5, 37: 3}
 
 
 class _Timed:
@@ -134,6 +143,10 @@ class RequestDispatcher:
         quotas_on = self.client_quotas.active
         if quotas_on and api_key == FETCH:
             body = self._fetch_within_quota(ctx, body)
+        mutations = quotas_on and api_key in MUTATION_STRICT_SINCE
+        if mutations and self.client_quotas.applies(CONTROLLER_MUTATION_RATE):
+            ctx.mutation_quota = self.client_quotas.mutation_quota(
+                session.principal, client_id, api_version >= MUTATION_STRICT_SINCE[api_key])
         # The handler's time counts only where a request quota could apply.
         timed = quotas_on and api_key not in QUOTA_EXEMPT_APIS and self.client_quotas.applies(
             REQUEST_PERCENTAGE)
@@ -155,7 +168,7 @@ class RequestDispatcher:
                     return self._finish_later(ctx, body, _Timed(result), started)
                 return self._finish_later(ctx, body, result, started)
             self._answer_types.add(type(result))
-        if quotas_on and (api_key <= FETCH or timed):
+        if quotas_on and (api_key <= FETCH or timed or mutations):
             result = self._throttled(ctx, body, result,
                                      time.perf_counter() - started if timed else None)
         return self._finish(ctx, result, started)
@@ -173,7 +186,8 @@ class RequestDispatcher:
             self._log.exception("handler failed", api_key=ctx.api_key, api_version=ctx.api_version)
             result = self._error_response(ctx, ErrorCode.unknown_server_error, None)
         timed = isinstance(pending, _Timed)
-        if self.client_quotas.active and (ctx.api_key <= FETCH or timed):
+        if self.client_quotas.active and (ctx.api_key <= FETCH or timed
+                                          or ctx.api_key in MUTATION_STRICT_SINCE):
             result = self._throttled(ctx, request, result,
                                      pending.seconds if isinstance(pending, _Timed) else None)
         return self._finish(ctx, result, started)
@@ -194,41 +208,59 @@ class RequestDispatcher:
     def _throttled(self, ctx: RequestContext, request: Any, response: Any,
                    handler_s: float | None) -> Any:
         """The client's quotas, as Kafka's: Produce request bytes and Fetch record bytes
-        against its byte rate (a follower's fetch is exempt), and with ``handler_s``
-        (request_percentage applies) the handler's time against its request quota. Over
-        either, the answer carries the larger throttle time and the connection is muted
-        that long once it is written (KIP-219); a throttled fetch answers no records and
-        its bytes are taken back."""
+        against its byte rate (a follower's fetch is exempt), with ``handler_s``
+        (request_percentage applies) the handler's time against its request quota, and
+        the partitions a topic mutation took against its controller mutation quota. Over
+        any, the answer carries the larger throttle time and the connection is muted
+        that long once it is written (KIP-219); a throttled fetch answers no partitions
+        (_throttled_fetch). A follower's fetch is exempt from every client quota."""
         quotas, session, client_id = self.client_quotas, ctx.session, ctx.client_id
+        if ctx.api_key == FETCH and fetch_replica_id(request) >= 0:
+            return response  # Kafka exempts a follower's fetch from client quotas
         byte_ms, fetched = 0, 0
         if ctx.api_key == PRODUCE:
             byte_ms = quotas.record(PRODUCER_BYTE_RATE, session.principal, client_id,
                                     ctx.size)
-        elif ctx.api_key == FETCH and response is not None and fetch_replica_id(request) < 0:
+        elif ctx.api_key == FETCH and response is not None:
             fetched = sum(len(p.records or b"") for t in response.responses
                           for p in t.partitions)
             byte_ms = quotas.record(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
         request_ms = 0 if handler_s is None else quotas.record(
             REQUEST_PERCENTAGE, session.principal, client_id, handler_s * 100)
-        throttle_ms = max(byte_ms, request_ms)
+        mutation_ms = quotas.mutations_recorded(session.principal, client_id,
+                                                ctx.mutation_quota)
+        throttle_ms = max(byte_ms, request_ms, mutation_ms)
         if throttle_ms <= 0:
             return response
         session.throttle_after_response_ms = throttle_ms
         if response is None:  # acks=0: no answer, the mute alone throttles
             return None
         throttle_time = datetime.timedelta(milliseconds=throttle_ms)
-        if ctx.api_key == FETCH and fetched:
-            quotas.unrecord(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
-            # Kafka's throttled fetch answer holds no partitions; the slices go back now.
-            for topic in response.responses:
-                for partition in topic.partitions:
-                    release = getattr(partition.records, "release", None)
-                    if release is not None:
-                        release()
-            return dataclasses.replace(response, throttle_time=throttle_time, responses=())
+        if ctx.api_key == FETCH:
+            return self._throttled_fetch(ctx, request, response, throttle_time, fetched)
         if has_field(type(response), "throttle_time"):
             return dataclasses.replace(response, throttle_time=throttle_time)
         return response
+
+    def _throttled_fetch(self, ctx: RequestContext, request: Any, response: Any,
+                         throttle_time: datetime.timedelta, fetched: int) -> Any:
+        """Kafka's getThrottledResponse: no partitions (their bytes are taken back from
+        the rate and their slices released now); a full fetch's session is not kept
+        (session id 0), an incremental one's takes back the answer."""
+        if fetched:
+            self.client_quotas.unrecord(CONSUMER_BYTE_RATE, ctx.session.principal,
+                                        ctx.client_id, fetched)
+        for topic in response.responses:
+            for partition in topic.partitions:
+                release = getattr(partition.records, "release", None)
+                if release is not None:
+                    release()
+        values: dict[str, Any] = {"throttle_time": throttle_time, "responses": ()}
+        session_id = getattr(response, "session_id", INVALID_SESSION_ID)
+        if session_id != INVALID_SESSION_ID:
+            values["session_id"] = self._services.fetch_sessions.throttled(
+                session_id, request.session_epoch)
+        return dataclasses.replace(response, **values)
 
     def _finish(self, ctx: RequestContext, body: Any, started: float) -> ResponseBytes:
         if body is None:

@@ -113,6 +113,7 @@ class Listener:
         on_count: Callable[[int], None] | None = None,
         on_rejected: Callable[[str], None] | None = None,
         on_throttled: Callable[[int], None] | None = None,
+        on_ip_throttled: Callable[[str, int], None] | None = None,
         on_session_opened: Callable[[Session], None] | None = None,
         on_session_closed: Callable[[Session], None] | None = None,
         tls: ServerTls | None = None,
@@ -148,6 +149,9 @@ class Listener:
         self._on_count = on_count or (lambda n: None)
         self._on_rejected = on_rejected or (lambda reason: None)
         self._on_throttled = on_throttled or (lambda ms: None)
+        self._on_ip_throttled = on_ip_throttled or (lambda entity, ms: None)
+        # Connections held over their address's connection_creation_rate, until closed.
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}
         # Refusals for want of descriptors, failed accepts: once per period each.
         self._notices = Notices()
         self._on_session_opened = on_session_opened
@@ -246,8 +250,9 @@ class Listener:
     async def _accept(self, listening: socket.socket) -> None:
         """Kafka's Acceptor: wait for a slot under max.connections, accept, close at
         once a connection the open files limit has no room for, hold the acceptor for
-        the throttle time over max.connection.creation.rate, then close at once a
-        connection over its address's max.connections.per.ip."""
+        the throttle time over max.connection.creation.rate, hold (and then close) a
+        connection over its address's connection_creation_rate quota, then close at
+        once a connection over its address's max.connections.per.ip."""
         loop = asyncio.get_running_loop()
         name = self.endpoint.listener_name
         while True:
@@ -285,6 +290,10 @@ class Listener:
                     self._quotas.release_slot(name)
                     sock.close()
                     raise
+            ip_throttle_ms, entity = self._quotas.record_ip_connection(name, address)
+            if ip_throttle_ms > 0:
+                self._hold_then_close(sock, address, ip_throttle_ms, entity)
+                continue
             if not self._quotas.admit(address):
                 self._quotas.release_slot(name)
                 self._on_rejected("max_connections_per_ip")
@@ -309,6 +318,36 @@ class Listener:
                 self._quotas.closed(address)
                 self._quotas.release_slot(name)
                 sock.close()
+
+    def _hold_then_close(self, sock: socket.socket, address: str, throttle_ms: int,
+                         entity: str) -> None:
+        """Kafka's throttled socket (KIP-612): a connection over its address's
+        connection_creation_rate is accepted, read from never, and closed once its
+        throttle time has passed; it keeps its slot (its descriptor) until then."""
+        self._on_ip_throttled(entity, throttle_ms)
+        if self._notices.due(f"ip_throttled {address}"):
+            self._log.info(
+                f"throttling connections from {address}: over its connection_creation_rate "
+                f"quota (ip entity {entity}); each is closed after its throttle time; "
+                "counted in kafkernel_ip_connections_throttled_total, logged once per "
+                f"address every {self._notices.period_s:.0f} s", client=address,
+                throttle_ms=throttle_ms)
+        name = self.endpoint.listener_name
+
+        def close() -> None:
+            if self._throttled.pop(sock, None) is not None:
+                sock.close()
+                self._quotas.release_slot(name)
+
+        self._throttled[sock] = asyncio.get_running_loop().call_later(throttle_ms / 1000,
+                                                                      close)
+
+    def _close_throttled(self) -> None:
+        for sock, timer in list(self._throttled.items()):
+            timer.cancel()
+            sock.close()
+            self._quotas.release_slot(self.endpoint.listener_name)
+        self._throttled.clear()
 
     def _no_descriptor_room(self, address: str) -> None:
         self._on_rejected("file_descriptors")
@@ -383,6 +422,7 @@ class Listener:
         await asyncio.gather(*self._acceptors, *self._handshakes, return_exceptions=True)
         self._acceptors = []
         self._close_sockets()
+        self._close_throttled()
 
     def _close_sockets(self) -> None:
         for sock in self._sockets:

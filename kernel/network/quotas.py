@@ -5,9 +5,12 @@ closes (new clients wait in the kernel's backlog); over ``max.connection.creatio
 (broker-wide, or a listener's own) the acceptor holds the connection it accepted, and
 accepts nothing more, for the throttle time (KIP-612); a connection from an address that
 already has ``max.connections.per.ip`` (or its entry in
-``max.connections.per.ip.overrides``) is closed as soon as it is accepted. Beyond Kafka,
-a connection the open files limit has no room for is closed as soon as it is accepted
-(kernel/network/descriptors.py)."""
+``max.connections.per.ip.overrides``) is closed as soon as it is accepted. A client
+address over its ``connection_creation_rate`` quota (KIP-612: the ``ip`` entity of its
+address, else the ``ip`` default entity; set with AlterClientQuotas) is accepted, not
+counted, and closed once its throttle time has passed, while the acceptor goes on with
+the next client. Beyond Kafka, a connection the open files limit has no room for is
+closed as soon as it is accepted (kernel/network/descriptors.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,10 @@ import asyncio
 import ipaddress
 import socket
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kernel.client_quotas import CONNECTION_CREATION_RATE, IP, QuotaEntity, QuotaValues
 from kernel.config import INT_MAX, ConfigError
 
 
@@ -93,6 +97,16 @@ class ConnectionRate:
             elapsed += (self._samples_max - 1 - full) * self._window_ms
         return max(elapsed, 1)
 
+    def unrecord(self) -> None:
+        """Take back the event just counted (Kafka records -1 at the same time)."""
+        if self._samples:
+            self._samples[-1][1] -= 1
+
+    def idle_since(self, now_ms: int) -> bool:
+        """Whether every sample has expired: the rate is then a fresh one's."""
+        self._purge(now_ms)
+        return not self._samples
+
     def rate(self, now_ms: int) -> float:
         """Events per second."""
         self._purge(now_ms)
@@ -116,6 +130,85 @@ class ConnectionRate:
         return min(round(throttle), self._window_ms)
 
 
+# Idle per-address rates are dropped this often (once all their windows have expired
+# they equal a fresh rate).
+IP_RATES_PRUNE_MS = 60_000
+DEFAULT_IP = "<default>"  # the ip default entity, as the throttle metrics name it
+
+QuotaSource = Callable[[], Mapping[QuotaEntity, QuotaValues]]
+
+
+class IpConnectionRates:
+    """KIP-612's per-IP connection creation rates, from the client quotas in the
+    metadata (read per accept, so an alteration applies to the next connection): the
+    ``ip`` entity of the address (a host name is resolved when the quotas change, as
+    Kafka resolves it), else the ``ip`` default entity, else none."""
+
+    def __init__(self, quotas: QuotaSource) -> None:
+        self._quotas = quotas
+        self._seen: Mapping[QuotaEntity, QuotaValues] | None = None
+        self._per_address: dict[str, int] = {}
+        self._default: int | None = None
+        self._rates: dict[str, ConnectionRate] = {}
+        self._pruned_ms = 0
+
+    def _refresh(self) -> None:
+        quotas = self._quotas()
+        if quotas is self._seen:
+            return
+        self._seen = quotas
+        self._per_address, self._default = {}, None
+        for entity, values in quotas.items():
+            rate = values.get(CONNECTION_CREATION_RATE)
+            if rate is None or len(entity) != 1 or entity[0][0] != IP:
+                continue
+            name = entity[0][1]
+            if name is None:
+                self._default = int(rate)
+                continue
+            for address in _addresses(name):
+                self._per_address[address] = int(rate)
+
+    def quota_for(self, address: str) -> tuple[int, str] | None:
+        """The address's rate and the entity it comes from (its address, or
+        DEFAULT_IP), or None where no quota applies."""
+        self._refresh()
+        rate = self._per_address.get(address)
+        if rate is not None:
+            return rate, address
+        return None if self._default is None else (self._default, DEFAULT_IP)
+
+    def record(self, address: str, quota: int, now_ms: int) -> int:
+        """Count a connection from ``address``; the throttle time in ms (Kafka's
+        bounded throttle, at most one window) when it is over its quota, in which case
+        the connection is taken back, as Kafka does for one it will not accept."""
+        if now_ms - self._pruned_ms > IP_RATES_PRUNE_MS:
+            self._pruned_ms = now_ms
+            self._rates = {a: r for a, r in self._rates.items() if not r.idle_since(now_ms)}
+        rate = self._rates.get(address)
+        if rate is None:
+            rate = self._rates[address] = ConnectionRate(quota)
+        rate.quota = quota  # an altered quota applies to the rate measured so far
+        throttle_ms = rate.record(now_ms)
+        if throttle_ms > 0:
+            rate.unrecord()
+        return throttle_ms
+
+
+def _addresses(name: str) -> list[str]:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    else:
+        return [normalize_address(name)]
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return sorted({normalize_address(str(info[4][0])) for info in infos})
+
+
 @dataclass
 class ListenerQuota:
     """``listener.name.<l>.max.connections`` and ``.max.connection.creation.rate``."""
@@ -135,12 +228,14 @@ class ConnectionQuotas:
                  listener_limits: dict[str, tuple[int, int]] | None = None,
                  client_room: Callable[[], int | None] | None = None,
                  protected_listener: str | None = None,
+                 ip_quotas: QuotaSource | None = None,
                  time_ms: Callable[[], int] | None = None) -> None:
         """``listener_limits``: listener name -> (max.connections, creation rate);
         ``client_room``: connections the open files limit leaves clients (None: no
         bound); ``protected_listener``: the inter-broker listener when the broker has
         others (Kafka's protectedListener): the broker-wide limits and the descriptor
-        room do not hold other brokers back, only its own listener limits do."""
+        room do not hold other brokers back, only its own listener limits do;
+        ``ip_quotas``: the client quotas, for the ``ip`` entities' connection rates."""
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.overrides = overrides
@@ -153,6 +248,7 @@ class ConnectionQuotas:
         self._client_room = client_room or (lambda: None)
         self._protected = protected_listener
         self._time_ms = time_ms or (lambda: int(asyncio.get_running_loop().time() * 1000))
+        self._ip_rates = IpConnectionRates(ip_quotas or dict)
 
     def _listener(self, name: str) -> ListenerQuota:
         quota = self._listeners.get(name)
@@ -187,6 +283,20 @@ class ConnectionQuotas:
         now = self._time_ms()
         broker = 0 if listener_name == self._protected else self._broker_rate.record(now)
         return max(broker, self._listener(listener_name).creation_rate.record(now))
+
+    def record_ip_connection(self, listener_name: str, address: str) -> tuple[int, str]:
+        """Kafka's recordIpConnectionMaybeThrottle: count the connection in its
+        address's rate; over the quota, the throttle time in ms and the quota entity,
+        and the connection is taken back from the broker and listener rates too."""
+        quota = self._ip_rates.quota_for(address)
+        if quota is None:
+            return 0, ""
+        throttle_ms = self._ip_rates.record(address, quota[0], self._time_ms())
+        if throttle_ms > 0:
+            if listener_name != self._protected:
+                self._broker_rate.unrecord()
+            self._listener(listener_name).creation_rate.unrecord()
+        return throttle_ms, quota[1]
 
     def room_for_client(self, listener_name: str = "") -> bool:
         """Whether the connections held (the one just accepted included) fit in what

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
+
 from kernel.client_quotas import QuotaEntity, QuotaValues
 from kernel.metrics import BrokerMetrics
 from kernel.network.client_quota_manager import ClientQuotaManager
+from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.requests import UNBOUNDED_MUTATION_QUOTA
 
 P = "producer_byte_rate"
 MB = 1_000_000.0
@@ -82,3 +86,35 @@ def test_a_request_quota_throttles_at_most_one_window() -> None:
     m, _ = manager({(("client-id", "c"),): {"request_percentage": 10.0}})
     assert m.applies("request_percentage") and not m.applies(P)
     assert m.record("request_percentage", None, "c", 2000.0) == 1000
+
+
+M = "controller_mutation_rate"
+
+
+def test_a_strict_mutation_quota_refuses_once_in_debt_and_throttles_until_paid() -> None:
+    """Kafka's StrictControllerMutationQuota over its TokenBucket: a full bucket of 11
+    windows of the rate; a topic is taken while the bucket is not in debt, even into
+    debt; the next is refused, and the throttle is the debt over the rate."""
+    m, clock = manager({(("client-id", "c"),): {M: 2.0}})
+    quota = m.mutation_quota(None, "c", strict=True)
+    quota.record(20)  # 22 -> 2
+    quota.record(10)  # 2 -> -8: taken
+    with pytest.raises(KafkaError) as refused:
+        quota.record(1)
+    assert refused.value.error_code == ErrorCode.throttling_quota_exceeded
+    assert m.mutations_recorded(None, "c", quota) == 4000  # 8 tokens at 2 a second
+    clock.now += 4.5  # paid back, and 1 to spare
+    again = m.mutation_quota(None, "c", strict=True)
+    again.record(3)  # 1 -> -2: taken, and not throttled (nothing refused)
+    assert m.mutations_recorded(None, "c", again) == 0
+
+
+def test_a_permissive_mutation_quota_takes_everything_and_throttles_in_debt() -> None:
+    m, clock = manager({(("user", "alice"),): {M: 1.0}})
+    quota = m.mutation_quota("User:alice", "any", strict=False)
+    quota.record(11)  # 11 -> 0
+    assert quota.throttle_ms() == 0
+    quota.record(3)  # -> -3
+    clock.now += 1.0  # the throttle left shrinks while the request is answered
+    assert m.mutations_recorded("User:alice", "any", quota) == 2000
+    assert m.mutation_quota("User:bob", "any", strict=True) is UNBOUNDED_MUTATION_QUOTA

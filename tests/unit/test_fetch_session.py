@@ -296,3 +296,28 @@ def test_a_fetchers_lost_answer_or_a_closed_session_starts_over() -> None:
     assert (session.session_id, session.epoch) == (77, INITIAL_EPOCH)
     session.answered(ErrorCode.none, INVALID_SESSION_ID)  # full, and no session made
     assert (session.session_id, session.epoch) == (INVALID_SESSION_ID, INITIAL_EPOCH)
+
+
+def test_a_throttled_answer_is_taken_back_and_a_throttled_full_fetch_keeps_no_session(
+) -> None:
+    """Kafka's getThrottledResponse: the incremental session remembers nothing of the
+    answer it did not send (high watermarks, fetch order); a full fetch makes none."""
+    c = cache()
+    session_id = open_session(c, [fetched(i) for i in range(3)])
+    context = incremental(c, session_id, 1)
+    news = [fetched(0, hw=12), fetched(1), fetched(2)]
+    _, answered = context.answer([news[0], fetched(1, records=b"x"), news[2]])
+    assert [p.index for p in answered] == [0, 1]
+    assert c.throttled(session_id, 1) == session_id
+    assert [cp.index for cp in context.session.partitions.values()] == [0, 1, 2]
+    _, answered = incremental(c, session_id, 2).answer(news)
+    assert [p.index for p in answered] == [0]  # the high watermark is still news
+    # Once another request moved the session on, an old answer is not taken back.
+    later = incremental(c, session_id, 3)
+    assert c.throttled(session_id, 2) == session_id
+    _, answered = later.answer(news)
+    assert answered == []
+
+    other = open_session(c, [fetched(0)])
+    assert c.throttled(other, INITIAL_EPOCH) == INVALID_SESSION_ID
+    assert c.get(other) is None and c.get(session_id) is not None
