@@ -17,7 +17,8 @@ from typing import Any
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.requests import BIG_REQUEST_ENTRIES, RequestContext, in_slices
+from kernel.requests import RequestContext
+from kernel.slices import BIG_REQUEST_ENTRIES, in_slices
 
 API_KEY = 20
 # v0 is not in kio (Kafka 4 removed it); v1-6 are fully served.

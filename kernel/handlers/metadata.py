@@ -25,7 +25,8 @@ from kernel.cluster import (
 from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
-from kernel.requests import BIG_REQUEST_ENTRIES, RequestContext, in_slices
+from kernel.requests import RequestContext
+from kernel.slices import BIG_REQUEST_ENTRIES, in_slices
 
 API_KEY = 3
 MIN_VERSION = 0
