@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.loop_stalls [--entries 100000] [--repeat 3] [--only metadata]
     .venv/bin/python -m bench.loop_stalls --bootstrap 127.0.0.1:9092   # a running broker
+    .venv/bin/python -m bench.loop_stalls --baseline ../main   # that checkout's, then this
 
 A Kafkernel broker is started (unless ``--bootstrap`` names one). A prober connection
 sends ApiVersions every 10 ms from a thread of its own and keeps each answer's wait. On
@@ -27,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kernel.protocol.build import make, request_module
@@ -196,16 +198,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", action="append", choices=sorted(KINDS))
     parser.add_argument("--bootstrap", help="a running broker, instead of starting one")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="measure that checkout's kafkernel too, first")
     args = parser.parse_args()
     kinds = args.only or list(KINDS)
     if args.bootstrap:
         print_rows(measure(args.bootstrap, kinds, args.entries, args.repeat), args.entries)
         return
     from bench.brokers import KafkernelBroker
-    with KafkernelBroker(1, ["socket.request.max.bytes=104857600"], False) as broker:
-        print(f"broker pid {broker.pid} at {broker.bootstrap}")
-        print_rows(measure(broker.bootstrap, kinds, args.entries, args.repeat),
-                   args.entries)
+    for checkout in ([args.baseline] if args.baseline else []) + [None]:
+        with KafkernelBroker(1, [], False, checkout=checkout) as broker:
+            print(f"{broker.name} (pid {broker.pid})")
+            print_rows(measure(broker.bootstrap, kinds, args.entries, args.repeat),
+                       args.entries)
 
 
 if __name__ == "__main__":

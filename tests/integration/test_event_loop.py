@@ -118,13 +118,13 @@ def test_event_loop_lag_metric_sees_a_stall(
         assert recv_frame(s) is not None
 
 
-# Requests of 100,000 entries, each legal (a 3.5 MB frame at most): before they were
-# sliced, each held the loop for its whole round trip, 0.7-1.3 s on a quiet host and
-# 1.5-2.2 s on a loaded one. Sliced, the worst ApiVersions wait is 35-90 ms quiet; 400 ms
-# leaves room for a loaded 2-core host (up to 250 ms measured at load 6, the prober's
-# thread and the broker sharing the cores) and still fails on every one of them unsliced.
+# Requests of 100,000 entries, each legal (a 3.5 MB frame at most). Before they were
+# sliced each held the loop for its whole round trip: 0.7-1.3 s on a quiet host, 2-4 s
+# at load 7 on 2 cores. Sliced, the worst ApiVersions wait is 35-90 ms at load 1-4
+# and 105-412 ms at load 7-8 (bench/loop_stalls.py); 500 ms leaves room for that and
+# still fails on every kind unsliced, quiet or not.
 BIG_ENTRIES = 100_000
-BIG_BOUND_S = 0.4
+BIG_BOUND_S = 0.5
 
 
 def test_apiversions_answered_during_requests_of_100000_entries(tmp_path: Path) -> None:
