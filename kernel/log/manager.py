@@ -500,7 +500,7 @@ class LogManager:
     async def _snapshot_in_slices(self, value: Callable[[Log], int | None]) -> OffsetsByDir:
         """``_snapshot``, walking the logs in slices that give the event loop back."""
         snapshot: OffsetsByDir = {d: {} for d in self.log_dirs}
-        await in_slices(self._walk(value, snapshot))
+        await in_slices(self._walk(value, snapshot), check_every=8)
         return snapshot
 
     async def checkpoint_high_watermarks(self) -> None:
