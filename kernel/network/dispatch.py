@@ -15,6 +15,7 @@ import datetime
 import inspect
 import time
 from collections.abc import Awaitable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -53,6 +54,7 @@ FETCH = 1
 # Produce and Fetch are left on it: their size is record bytes, which cost little.
 OFF_LOOP_FRAME_BYTES = 64 * 1024
 RECORD_APIS = frozenset({PRODUCE, FETCH})
+CODEC_THREADS = 2
 
 
 # Kafka does not throttle the SASL exchange (its authenticator answers it) nor cluster
@@ -111,6 +113,13 @@ class RequestDispatcher:
         self.recent_responses = RecentResponses()
         self.client_quotas = ClientQuotaManager(lambda: services.metadata.client_quotas(),
                                                 metrics)
+        # Big frames' decoding and encoding, in threads of their own: the loop's default
+        # executor also writes the metadata log, which big requests must not hold up.
+        self._codec_threads = ThreadPoolExecutor(CODEC_THREADS,
+                                                 thread_name_prefix="request-codec")
+
+    def close(self) -> None:
+        self._codec_threads.shutdown(wait=False, cancel_futures=True)
 
     def dispatch(
         self, frame: bytes | memoryview, session: Session,
@@ -182,7 +191,7 @@ class RequestDispatcher:
         handler then runs on the loop as for any request."""
         api_key, api_version, _ = peek_header(frame)
         decoded = await asyncio.get_running_loop().run_in_executor(
-            None, decode_peeked, frame, api_key, api_version)
+            self._codec_threads, decode_peeked, frame, api_key, api_version)
         result = self.dispatch(frame, session, decoded)
         return await result if inspect.isawaitable(result) else result
 
@@ -273,8 +282,8 @@ class RequestDispatcher:
         """The answer to a big request is encoded in a thread: kio's entities are
         immutable, and encoding reads nothing else."""
         frame = await asyncio.get_running_loop().run_in_executor(
-            None, encode_response_frame, ctx.api_key, ctx.api_version, ctx.correlation_id,
-            body)
+            self._codec_threads, encode_response_frame, ctx.api_key, ctx.api_version,
+            ctx.correlation_id, body)
         return self._sent(ctx, body, frame, started)
 
     def _sent(self, ctx: RequestContext, body: Any, frame: bytes | ResponseFrame,
