@@ -146,4 +146,3 @@ def _bound(handle: Callable[[Any, RequestContext, Any], Any],
         return handle(service(), ctx, request)
 
     return handler
-
