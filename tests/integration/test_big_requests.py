@@ -27,7 +27,7 @@ import plugins.coordinator.handlers.offset_fetch
 from kernel.protocol.build import make, request_module
 from kernel.slices import BIG_REQUEST_ENTRIES
 from kernel.testing.embedded import EmbeddedBroker
-from tests.integration.wire import connect, encode_request
+from tests.integration.wire import api_versions_answered, closed_by_broker, connect, encode_request
 
 SLICED_MODULES = (kernel.handlers.metadata, kernel.handlers.delete_topics,
                   kernel.handlers.describe_configs, plugins.coordinator.handlers.offset_fetch)
@@ -152,3 +152,15 @@ def test_a_big_request_is_answered_as_in_one_go(served: EmbeddedBroker,
     in_one_go = _answer(served.bootstrap, body)
     assert len(sliced) > 4 * N, "a small answer: the request is not what it should be"
     assert sliced == in_one_go
+
+
+def test_a_malformed_big_frame_closes_only_its_connection(served: EmbeddedBroker) -> None:
+    """A frame decoded in a thread that kio cannot read is refused as on the loop: the
+    connection is closed, and every other client is still served."""
+    frame = encode_request(metadata(), 6)
+    body = bytearray(frame[4:])
+    body[-20_000:] = b"\xff" * 20_000  # the last topics' names claim lengths past the end
+    with connect(served.bootstrap) as other, connect(served.bootstrap) as sock:
+        sock.sendall(len(body).to_bytes(4, "big") + bytes(body))
+        assert closed_by_broker(sock)
+        assert api_versions_answered(other, 1)
