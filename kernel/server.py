@@ -412,6 +412,7 @@ class Broker:
         await self._stop_replication()
         for listener in self.listeners:
             await listener.close_connections(SHUTDOWN_GRACE_S)
+        self.dispatcher.close()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.delete_records_purgatory.shutdown()

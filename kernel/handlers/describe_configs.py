@@ -9,6 +9,7 @@ no per-logger levels to show (its log level is one broker setting).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterator
 from typing import Any
 
 from kernel.cluster import topic_name_problem
@@ -17,6 +18,7 @@ from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.requests import RequestContext
+from kernel.slices import BIG_REQUEST_ENTRIES, in_slices
 
 API_KEY = 32
 # v0 is not in kio (Kafka 4 removed it); v1-4 are fully served.
@@ -25,11 +27,21 @@ MAX_VERSION = 4
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if len(request.resources) > BIG_REQUEST_ENTRIES:
+        return _handle_in_slices(ctx, request)
+    return _response(ctx, list(_results(ctx, request)))
+
+
+async def _handle_in_slices(ctx: RequestContext, request: Any) -> Any:
+    """Thousands of resources are described in slices that give the loop back."""
+    return _response(ctx, await in_slices(_results(ctx, request)))
+
+
+def _results(ctx: RequestContext, request: Any) -> Iterator[Any]:
     m = response_module(API_KEY, ctx.api_version)
     view = BrokerConfigView(ctx.services)
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_docs = bool(getattr(request, "include_documentation", False))
-    results = []
     for resource in request.resources:
         error, message, entries = ErrorCode.none, None, []
         try:
@@ -40,14 +52,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if wanted:
             names = set(wanted)
             entries = [e for e in entries if e.name in names]
-        results.append(make(
+        yield make(
             m.DescribeConfigsResult,
             error_code=error,
             error_message=message,
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
             configs=tuple(_entry(m, e, include_synonyms, include_docs) for e in entries),
-        ))
+        )
+
+
+def _response(ctx: RequestContext, results: list[Any]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
     return make(m.DescribeConfigsResponse, throttle_time=datetime.timedelta(0),
                 results=tuple(results))
 

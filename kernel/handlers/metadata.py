@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -25,6 +26,7 @@ from kernel.hookspecs import CLUSTER_NAME
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import KafkaError
 from kernel.requests import RequestContext
+from kernel.slices import BIG_REQUEST_ENTRIES, in_slices
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -42,9 +44,37 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             for t in requested):
         return _refuse_topic_ids(ctx, requested)
     if requested is None or (ctx.api_version == 0 and not requested):
-        return _respond(ctx, request, image, _all_topics(ctx, image), [], [])
-    names: list[str] = []
+        topics = _all_topics(ctx, image)
+        if len(topics) > BIG_REQUEST_ENTRIES:
+            return _respond_in_slices(ctx, request, image, topics, [], [])
+        return _respond(ctx, request, image, topics, [], [])
+    if len(requested) > BIG_REQUEST_ENTRIES:
+        return _handle_in_slices(ctx, request)
     unknown_ids: list[uuid.UUID | None] = []  # requested by an id that is not known
+    names = list(_names(image, requested, unknown_ids))
+    creatable = _creatable(ctx, request, image, list(_missing(image, names)))
+    if creatable:
+        return _create_then_respond(ctx, request, names, unknown_ids, creatable)
+    return _respond(ctx, request, image, [], names, unknown_ids)
+
+
+async def _handle_in_slices(ctx: RequestContext, request: Any) -> Any:
+    """``handle`` for thousands of topics named: their work is done in slices that
+    give the event loop back (the image is read anew after each wait)."""
+    services = ctx.services
+    unknown_ids: list[uuid.UUID | None] = []
+    names = await in_slices(_names(services.metadata.image, request.topics, unknown_ids))
+    missing = await in_slices(_missing(services.metadata.image, names))
+    creatable = _creatable(ctx, request, services.metadata.image, missing)
+    if creatable:
+        return await _create_then_respond(ctx, request, names, unknown_ids, creatable)
+    return await _respond_in_slices(ctx, request, services.metadata.image, [], names,
+                                    unknown_ids)
+
+
+def _names(image: ClusterImage, requested: Any,
+           unknown_ids: list[uuid.UUID | None]) -> Iterator[str]:
+    """The names of the requested topics; ids that are not known go to ``unknown_ids``."""
     for t in requested:
         name = getattr(t, "name", None)
         if name is None:
@@ -54,21 +84,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 unknown_ids.append(topic_id)
                 continue
             name = found.name
-        names.append(name)
-    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+        yield name
+
+
+def _missing(image: ClusterImage, names: list[str]) -> Iterator[str]:
     # Internal topics are created by their coordinators, with their own settings, and
     # __cluster_metadata by no one.
-    missing = [
-        n for n in dict.fromkeys(names)
-        if n not in image.topics and topic_name_problem(n) is None
-        and n != CLUSTER_METADATA_TOPIC and not is_internal_topic(n)
-    ]
-    if missing and allow_auto and services.config.auto_create_topics_enable:
-        creatable = [n for n in missing if ctx.authorize(
-            ctx.session, "CREATE", "TOPIC", n)]
-        if creatable:
-            return _create_then_respond(ctx, request, names, unknown_ids, creatable)
-    return _respond(ctx, request, image, [], names, unknown_ids)
+    return (n for n in dict.fromkeys(names)
+            if n not in image.topics and topic_name_problem(n) is None
+            and n != CLUSTER_METADATA_TOPIC and not is_internal_topic(n))
+
+
+def _creatable(ctx: RequestContext, request: Any, image: ClusterImage,
+               missing: list[str]) -> list[str]:
+    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    if missing and allow_auto and ctx.services.config.auto_create_topics_enable:
+        return [n for n in missing if ctx.authorize(ctx.session, "CREATE", "TOPIC", n)]
+    return []
 
 
 async def _create_then_respond(ctx: RequestContext, request: Any, names: list[str],
@@ -84,7 +116,10 @@ async def _create_then_respond(ctx: RequestContext, request: Any, names: list[st
             if e.error_code != ErrorCode.topic_already_exists:
                 services.log.warning("auto-create failed", topic=name, error=e.error_code.name)
     await services.replicas.caught_up()  # many partitions are made off the loop: led now
-    return _respond(ctx, request, services.metadata.image, [], names, unknown_ids)
+    image = services.metadata.image
+    if len(names) + len(unknown_ids) > BIG_REQUEST_ENTRIES:
+        return await _respond_in_slices(ctx, request, image, [], names, unknown_ids)
+    return _respond(ctx, request, image, [], names, unknown_ids)
 
 
 def _all_topics(ctx: RequestContext, image: ClusterImage) -> list[TopicImage]:
@@ -106,6 +141,20 @@ def _refuse_topic_ids(ctx: RequestContext, requested: Any) -> Any:
 
 def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: list[TopicImage],
              names: list[str], unknown_ids: list[uuid.UUID | None]) -> Any:
+    entries = list(_entries(ctx, request, image, topics, names, unknown_ids))
+    return _response(ctx, request, image, entries)
+
+
+async def _respond_in_slices(ctx: RequestContext, request: Any, image: ClusterImage,
+                             topics: list[TopicImage], names: list[str],
+                             unknown_ids: list[uuid.UUID | None]) -> Any:
+    entries = await in_slices(_entries(ctx, request, image, topics, names, unknown_ids))
+    return _response(ctx, request, image, entries)
+
+
+def _entries(ctx: RequestContext, request: Any, image: ClusterImage, topics: list[TopicImage],
+             names: list[str], unknown_ids: list[uuid.UUID | None]) -> Iterator[Any]:
+    """The answer's topics: ``topics`` described, then the unknown ids, then the names."""
     m = response_module(API_KEY, ctx.api_version)
     authorize = ctx.authorize
 
@@ -116,21 +165,26 @@ def _respond(ctx: RequestContext, request: Any, image: ClusterImage, topics: lis
                 entry, topic_authorized_operations=authorized_operations(ctx, "TOPIC", t.name))
         return entry
 
+    for t in topics:
+        yield topic_entry(t)
+    for topic_id in dict.fromkeys(unknown_ids):
+        yield _error_topic(m, None, ErrorCode.unknown_topic_id, topic_id or ZERO_UUID)
+    for name in dict.fromkeys(names):
+        if not authorize(ctx.session, "DESCRIBE", "TOPIC", name):
+            yield _error_topic(m, name, ErrorCode.topic_authorization_failed)
+        elif (topic := image.topics.get(name)) is not None:
+            yield topic_entry(topic)
+        elif topic_name_problem(name) is not None:
+            yield _error_topic(m, name, ErrorCode.invalid_topic_exception)
+        else:
+            yield _error_topic(m, name, ErrorCode.unknown_topic_or_partition)
+
+
+def _response(ctx: RequestContext, request: Any, image: ClusterImage, entries: list[Any]) -> Any:
+    m = response_module(API_KEY, ctx.api_version)
     cluster_ops = OPS_NOT_REQUESTED
     if getattr(request, "include_cluster_authorized_operations", False):  # v8-10
         cluster_ops = authorized_operations(ctx, "CLUSTER", CLUSTER_NAME)
-    entries = [topic_entry(t) for t in topics]
-    for topic_id in dict.fromkeys(unknown_ids):
-        entries.append(_error_topic(m, None, ErrorCode.unknown_topic_id, topic_id or ZERO_UUID))
-    for name in dict.fromkeys(names):
-        if not authorize(ctx.session, "DESCRIBE", "TOPIC", name):
-            entries.append(_error_topic(m, name, ErrorCode.topic_authorization_failed))
-        elif (topic := image.topics.get(name)) is not None:
-            entries.append(topic_entry(topic))
-        elif topic_name_problem(name) is not None:
-            entries.append(_error_topic(m, name, ErrorCode.invalid_topic_exception))
-        else:
-            entries.append(_error_topic(m, name, ErrorCode.unknown_topic_or_partition))
     # Each client sees the brokers' endpoints of the listener it came in on, and no
     # broker without one, as Kafka's getAliveBrokerNodes(listenerName).
     listener = ctx.session.listener_name

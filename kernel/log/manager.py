@@ -15,14 +15,16 @@ process share nothing. Observers are plain callbacks injected by the owner.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,7 @@ from kernel.log.recovery_progress import (
     RecoveryProgress,
 )
 from kernel.logging import Notices
+from kernel.slices import in_slices
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 # Directories in a log dir that are not partition logs of this manager.
@@ -474,11 +477,18 @@ class LogManager:
     def _snapshot(self, value: Callable[[Log], int | None]) -> OffsetsByDir:
         """Each log's ``value`` (None: left out), by log dir; every dir is in it."""
         snapshot: OffsetsByDir = {d: {} for d in self.log_dirs}
-        for key, log in self._logs.items():
-            v = value(log)
-            if v is not None:
-                snapshot.setdefault(log.dir.parent, {})[key] = v
+        collections.deque(self._walk(value, snapshot), maxlen=0)
         return snapshot
+
+    def _hw_or_none(self, log: Log) -> int | None:
+        return self._high_watermark(log) if self._high_watermark is not None else None
+
+    def _walk(self, value: Callable[[Log], int | None], into: OffsetsByDir) -> Iterator[None]:
+        for key, log in list(self._logs.items()):
+            # Between two slices a log may be deleted: it is left out.
+            if self._logs.get(key) is log and (v := value(log)) is not None:
+                into.setdefault(log.dir.parent, {})[key] = v
+            yield None
 
     def saved_high_watermark(self, topic: str, partition: int) -> int:
         """The high watermark the last run checkpointed for this log (0 if none),
@@ -487,34 +497,27 @@ class LogManager:
         log = self._logs.get((topic, partition))
         return min(saved, log.log_end_offset) if log is not None else 0
 
+    async def _snapshot_in_slices(self, value: Callable[[Log], int | None]) -> OffsetsByDir:
+        """``_snapshot``, walking the logs in slices that give the event loop back."""
+        snapshot: OffsetsByDir = {d: {} for d in self.log_dirs}
+        await in_slices(self._walk(value, snapshot), check_every=8)
+        return snapshot
+
     async def checkpoint_high_watermarks(self) -> None:
         """Write every log dir's replication-offset-checkpoint in a worker thread."""
-        await self._in_thread(self._checkpoint_writer(HIGH_WATERMARK_CHECKPOINT,
-                                                      self._snapshot_high_watermarks()))
-
-    def _snapshot_high_watermarks(self) -> OffsetsByDir:
-        return self._snapshot(self._high_watermark or (lambda log: None))
-
-    def _snapshot_recovery_points(self) -> OffsetsByDir:
-        return self._snapshot(lambda log: log.recovery_point)
-
-    def _snapshot_log_start_offsets(self) -> OffsetsByDir:
-        return self._snapshot(lambda log: log.log_start_offset
-                              if log.log_start_offset > log.segments[0].base_offset else None)
+        snapshot = await self._snapshot_in_slices(self._hw_or_none)
+        await self._in_thread(self._checkpoint_writer(HIGH_WATERMARK_CHECKPOINT, snapshot))
 
     def _checkpoint_writer(self, name: str, snapshot: OffsetsByDir) -> Callable[[], None]:
         return self._checkpoints.writer(name, snapshot)
 
-    def _write_checkpoints(self, name: str, snapshot: OffsetsByDir) -> None:
-        self._checkpoint_writer(name, snapshot)()
-
     def checkpoint_recovery_points(self) -> None:
         """Write every log dir's recovery-point-offset-checkpoint (blocking: fsync)."""
-        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._snapshot_recovery_points())
+        self._checkpoint_writer(RECOVERY_POINT_CHECKPOINT, self._snapshot(_recovery_point))()
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write every log dir's log-start-offset-checkpoint (blocking: fsync)."""
-        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, self._snapshot_log_start_offsets())
+        self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT, self._snapshot(_moved_start))()
 
     # -- callbacks from the logs (event loop) -------------------------------------------
 
@@ -563,9 +566,8 @@ class LogManager:
 
         async def checkpoint() -> None:
             self._lso_checkpoint_pending = False
-            write = self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT,
-                                            self._snapshot_log_start_offsets())
-            await self._in_thread(write)
+            snapshot = await self._snapshot_in_slices(_moved_start)
+            await self._in_thread(self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT, snapshot))
 
         self._spawn(checkpoint())
 
@@ -673,39 +675,38 @@ class LogManager:
 
         self._periodic.append(self._loop.create_task(run(), name=f"log-{job.__name__}"))
 
+    async def _each_log(self, fn: Callable[[Log], Any]) -> list[Any]:
+        """``fn`` of every open log, in slices that give the event loop back: a walk
+        over thousands of logs would otherwise hold every client up."""
+        return await in_slices((fn(log) for log in list(self._logs.values()) if not log.closed),
+                               check_every=8)
+
     async def run_retention(self) -> int:
         """One retention pass over every log; returns the segments deleted."""
         now = self._time_ms()
-        deleted = 0
-        for log in list(self._logs.values()):
-            if log.closed:
-                continue
-            hw = self._high_watermark(log) if self._high_watermark is not None else None
-            deleted += log.delete_retention_exceeded(now, hw)
-        return deleted
+        return sum(await self._each_log(
+            lambda log: log.delete_retention_exceeded(now, self._hw_or_none(log))))
 
     async def remove_expired_producers(self) -> int:
         """producer.id.expiration.ms: drop the idle producers of every log; returns how
         many went."""
         now = self._time_ms()
-        return sum(log.remove_expired_producers(now) for log in list(self._logs.values())
-                   if not log.closed)
+        return sum(await self._each_log(lambda log: log.remove_expired_producers(now)))
 
     async def flush_dirty_logs(self) -> None:
         """flush.ms: fsync the logs whose last flush is older than their flush.ms."""
         now = self._time_ms()
-        jobs = [self.flush_log(log) for log in list(self._logs.values()) if log.needs_flush(now)]
+        dirty = await self._each_log(lambda log: log if log.needs_flush(now) else None)
+        jobs = [self.flush_log(log) for log in dirty if log is not None]
         if jobs:
             await asyncio.gather(*jobs)
 
     async def checkpoint(self) -> None:
         """Write the recovery points and log start offsets in a worker thread."""
-        recovery_points = self._checkpoint_writer(RECOVERY_POINT_CHECKPOINT,
-                                                  self._snapshot_recovery_points())
-        start_offsets = self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT,
-                                                self._snapshot_log_start_offsets())
-        await self._in_thread(recovery_points)
-        await self._in_thread(start_offsets)
+        recovery_points = await self._snapshot_in_slices(_recovery_point)
+        start_offsets = await self._snapshot_in_slices(_moved_start)
+        await self._in_thread(self._checkpoint_writer(RECOVERY_POINT_CHECKPOINT, recovery_points))
+        await self._in_thread(self._checkpoint_writer(LOG_START_OFFSET_CHECKPOINT, start_offsets))
 
     async def stop(self) -> None:
         """Stop the periodic tasks, let background flushes finish, then close cleanly
@@ -750,8 +751,8 @@ class LogManager:
             try:
                 self.checkpoint_recovery_points()
                 self.checkpoint_log_start_offsets()
-                self._write_checkpoints(HIGH_WATERMARK_CHECKPOINT,
-                                        self._snapshot_high_watermarks())
+                self._checkpoint_writer(HIGH_WATERMARK_CHECKPOINT,
+                                        self._snapshot(self._hw_or_none))()
             except OSError as e:
                 failed.update(self.log_dirs)
                 self._log.error("writing checkpoints failed", error=str(e))
@@ -777,6 +778,14 @@ class LogManager:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+_recovery_point = attrgetter("recovery_point")
+
+
+def _moved_start(log: Log) -> int | None:
+    """The log start offset where it is past the first segment's base (else None)."""
+    return log.log_start_offset if log.log_start_offset > log.segments[0].base_offset else None
 
 
 def _remove_trees(dirs: list[Path]) -> None:

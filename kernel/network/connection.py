@@ -451,8 +451,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._fail(str(e))
                 return
             finally:
-                # The request is decoded by now (dispatch awaits nothing before that),
-                # and kio copied what it keeps: the frame's bytes go back to the pool.
+                # The request is decoded by now (dispatch awaits nothing before that;
+                # a frame of 64 KiB+ is being decoded in a thread, which holds it until
+                # then) and kio copied what it keeps: handled, not queued, the frame's
+                # bytes go back to the pool.
                 del frame
                 self._pool.release(size)
             if isinstance(result, _ANSWERED):

@@ -9,11 +9,13 @@ awaitable and the connection holds back later requests until it resolves.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import inspect
 import time
 from collections.abc import Awaitable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -35,7 +37,9 @@ from kernel.protocol.codec import (
     RecentRequests,
     RecentResponses,
     ResponseFrame,
+    decode_peeked,
     default_entity,
+    encode_response_frame,
     peek_header,
     response_class,
 )
@@ -51,6 +55,12 @@ PRE_AUTH_APIS = frozenset({17, 18, 36})
 ResponseBytes = bytes | ResponseFrame | None
 PRODUCE = 0
 FETCH = 1
+# A request frame this large (thousands of entries) is decoded, and its answer encoded,
+# off the event loop: 100,000 topic names take 0.1 s to decode and 0.3 s to answer.
+# Produce and Fetch are left on it: their size is record bytes, which cost little.
+OFF_LOOP_FRAME_BYTES = 64 * 1024
+RECORD_APIS = frozenset({PRODUCE, FETCH})
+CODEC_THREADS = 2
 
 
 # Kafka does not throttle the SASL exchange (its authenticator answers it) nor cluster
@@ -112,11 +122,20 @@ class RequestDispatcher:
         self.recent_responses = RecentResponses()
         self.client_quotas = ClientQuotaManager(lambda: services.metadata.client_quotas(),
                                                 metrics)
+        # Big frames' decoding and encoding, in threads of their own: the loop's default
+        # executor also writes the metadata log, which big requests must not hold up.
+        self._codec_threads = ThreadPoolExecutor(CODEC_THREADS,
+                                                 thread_name_prefix="request-codec")
+
+    def close(self) -> None:
+        self._codec_threads.shutdown(wait=False, cancel_futures=True)
 
     def dispatch(
-        self, frame: bytes | memoryview, session: Session
+        self, frame: bytes | memoryview, session: Session,
+        decoded: tuple[str | None, Any] | None = None,
     ) -> ResponseBytes | Awaitable[ResponseBytes]:
-        """Raises InvalidRequest when the connection must be closed."""
+        """Raises InvalidRequest when the connection must be closed. ``decoded``: the
+        frame's (client id, body), when it was decoded off the loop."""
         api_key, api_version, correlation_id = peek_header(frame)
         route = self._routes.get(api_key)
         if route is None or not route.min_version <= api_version <= route.max_version:
@@ -135,7 +154,12 @@ class RequestDispatcher:
             self._metrics.expired_connections_killed.inc()
             raise InvalidRequest(f"API key {api_key} after the SASL session expired "
                                  "without re-authentication (KIP-368)")
-        client_id, body = self.recent_requests.decode(frame, api_key, api_version)
+        if decoded is not None:
+            client_id, body = decoded
+        elif len(frame) >= OFF_LOOP_FRAME_BYTES and api_key not in RECORD_APIS:
+            return self._decoded_off_loop(frame, session)
+        else:
+            client_id, body = self.recent_requests.decode(frame, api_key, api_version)
         ctx = RequestContext(
             self._services, self._authorize, session, api_key, api_version, correlation_id,
             client_id, len(frame), self._authorize_by_resource_type, self.recent_responses,
@@ -173,6 +197,17 @@ class RequestDispatcher:
                                      time.perf_counter() - started if timed else None)
         return self._finish(ctx, result, started)
 
+    async def _decoded_off_loop(self, frame: bytes | memoryview,
+                                session: Session) -> ResponseBytes:
+        """A big frame (thousands of entries) is decoded in a thread: kio's reading is
+        a pure function of the bytes, and the loop serves other clients meanwhile. The
+        handler then runs on the loop as for any request."""
+        api_key, api_version, _ = peek_header(frame)
+        decoded = await asyncio.get_running_loop().run_in_executor(
+            self._codec_threads, decode_peeked, frame, api_key, api_version)
+        result = self.dispatch(frame, session, decoded)
+        return await result if inspect.isawaitable(result) else result
+
     async def _finish_later(
         self, ctx: RequestContext, request: Any, pending: Awaitable[Any], started: float
     ) -> ResponseBytes:
@@ -190,7 +225,8 @@ class RequestDispatcher:
                                           or ctx.api_key in MUTATION_STRICT_SINCE):
             result = self._throttled(ctx, request, result,
                                      pending.seconds if isinstance(pending, _Timed) else None)
-        return self._finish(ctx, result, started)
+        finished = self._finish(ctx, result, started)
+        return await finished if inspect.isawaitable(finished) else finished
 
     def _fetch_within_quota(self, ctx: RequestContext, request: Any) -> Any:
         """A consumer's fetch asks for no more than its quota allows in the windows, as
@@ -262,12 +298,28 @@ class RequestDispatcher:
                 session_id, request.session_epoch)
         return dataclasses.replace(response, **values)
 
-    def _finish(self, ctx: RequestContext, body: Any, started: float) -> ResponseBytes:
+    def _finish(self, ctx: RequestContext, body: Any,
+                started: float) -> ResponseBytes | Awaitable[ResponseBytes]:
         if body is None:
             self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, 0)
             return None
+        if ctx.size >= OFF_LOOP_FRAME_BYTES and ctx.api_key not in RECORD_APIS:
+            return self._encoded_off_loop(ctx, body, started)
         frame = self.recent_responses.encode(ctx.api_key, ctx.api_version, ctx.correlation_id,
                                              body)
+        return self._sent(ctx, body, frame, started)
+
+    async def _encoded_off_loop(self, ctx: RequestContext, body: Any,
+                                started: float) -> ResponseBytes:
+        """The answer to a big request is encoded in a thread: kio's entities are
+        immutable, and encoding reads nothing else."""
+        frame = await asyncio.get_running_loop().run_in_executor(
+            self._codec_threads, encode_response_frame, ctx.api_key, ctx.api_version,
+            ctx.correlation_id, body)
+        return self._sent(ctx, body, frame, started)
+
+    def _sent(self, ctx: RequestContext, body: Any, frame: bytes | ResponseFrame,
+              started: float) -> ResponseBytes:
         size = len(frame) if type(frame) is bytes else frame.size
         self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, size)
         code = getattr(body, "error_code", None)
