@@ -27,6 +27,7 @@ from kernel.config import (
     INT_MAX,
     BrokerConfig,
     ConfigError,
+    ConfigProblem,
     LoadedConfig,
     StartupError,
     coerce,
@@ -217,6 +218,7 @@ class Broker:
     def _validate_plugin_tables(self) -> dict[str, Any]:
         schemas = self.plugins.config_schemas()
         settings: dict[str, Any] = {}
+        problems: list[ConfigProblem] = []  # every table's, reported at once
         for name in self.loaded.enabled_plugins:
             table = self.loaded.plugin_tables.get(name, {})
             schema = schemas.get(name)
@@ -226,7 +228,12 @@ class Broker:
                         f"{self.loaded.source}: plugins.{name}: plugin {name!r} takes no settings"
                     )
                 continue
-            settings[name] = schema.build(table, self.loaded.source)
+            try:
+                settings[name] = schema.build(table, self.loaded.source)
+            except ConfigError as e:
+                problems += e.problems
+        if problems:
+            raise ConfigError(problems=problems)
         for name in self.loaded.plugin_tables:
             if name not in self.loaded.enabled_plugins:
                 raise ConfigError(
