@@ -37,7 +37,7 @@ async def _serve(config: str | None, overrides: list[str],
     from kernel.server import Broker
 
     # On a terminal, a start-up's log recovery is a progress bar below the log lines.
-    broker = Broker(load_config(config, overrides),
+    broker = Broker(load_config(config, overrides, plugin_keys=installed_plugin_keys),
                     progress_bar=ProgressBar.on_terminal(sys.stderr))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(broker.report_loop_error)
@@ -290,7 +290,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# How a shell reports a command killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command's exit status. Output into a closed pipe (``... | head -1``) ends it
+    quietly, as SIGPIPE ends other CLIs: Python ignores the signal and raises instead."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe prints a traceback
+    except BrokenPipeError:
+        # Nothing more can reach the reader: stdout goes to devnull so the interpreter's
+        # own flush at exit finds nothing to complain about.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["spark", "export"]:
         return cmd_spark_export(argv[2:])

@@ -4,9 +4,13 @@ tables off a terminal are plain columns, and a bad ``spark export`` option is on
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from kernel.testing.embedded import EmbeddedBroker
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,3 +62,25 @@ def test_config_check_names_the_line_of_a_toml_syntax_error(tmp_path: Path) -> N
     result = _cli("config", "check", str(path))
     assert result.returncode == 2
     assert result.stderr.startswith(f"{path}:2: not valid TOML: "), result.stderr
+
+
+def _into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """``kafkernel ARGS | head -0``: the reader is gone before the first write."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "kernel", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(
+        broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    bootstrap = broker_factory().bootstrap
+    for args in (("version",),
+                 ("config", "describe", "--broker", "1", "-o", "json",
+                  "--bootstrap-server", bootstrap)):
+        result = _into_closed_pipe(*args)
+        # as a shell reports a command SIGPIPE ended, and nothing on stderr
+        assert (result.returncode, result.stderr) == (141, ""), args
