@@ -84,3 +84,16 @@ def test_output_into_a_closed_pipe_ends_quietly(
         result = _into_closed_pipe(*args)
         # as a shell reports a command SIGPIPE ended, and nothing on stderr
         assert (result.returncode, result.stderr) == (141, ""), args
+
+
+def test_a_bad_spark_export_option_is_one_line() -> None:
+    for args, problem in (
+            (("--path", "t", "--bootstrap-servers", "h:9092", "--bogus"),
+             "unrecognized arguments: --bogus"),
+            (("--path", "t"), "the following arguments are required: --bootstrap-servers"),
+            (("--path", "t", "--bootstrap-servers", "h:9092", "--topics", "t",
+              "--max-offsets-per-trigger", "-3"),
+             "--max-offsets-per-trigger: -3 is not allowed; expected a value > 0")):
+        result = _cli("spark", "export", *args)
+        assert (result.returncode, result.stderr) == (
+            2, f"kafkernel spark export: {problem} (--help lists the options)\n")
