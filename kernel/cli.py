@@ -138,6 +138,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             problems += e.problems
     if problems:
         lines = key_lines(_text_of(args.file))
+        for override in args.override:  # its value is not the file's: no line of it
+            lines.pop(override.partition("=")[0].strip(), None)
         for problem in sorted(problems, key=lambda p: lines.get(p.key or "", sys.maxsize)):
             print(with_line(problem, args.file, lines), file=sys.stderr)
         return 2
