@@ -15,7 +15,7 @@ from admin.configs import key_values
 from admin.errors import AdminError
 from admin.output import View
 
-DEFAULT_FORMAT = "%v"
+DEFAULT_FORMAT = "%v\\n"  # kcat prints a format as given: its newline is in it
 
 
 def produce(args: argparse.Namespace, options: ClientOptions, client: Any) -> View:
@@ -153,7 +153,7 @@ def consume(args: argparse.Namespace, options: ClientOptions, client: Any) -> Vi
             if args.output == "json":
                 continue
             # as they come, not at the end: a consume without a count runs until Ctrl-C
-            sys.stdout.write(render(args.format, msg) + "\n")
+            sys.stdout.write(render(args.format, msg))
             sys.stdout.flush()
     finally:
         consumer.close()
@@ -184,5 +184,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="stop after this long without a record")
     p.add_argument("--group", help="consume as this group (commits its offsets)")
     p.add_argument("--format", "-f", default=DEFAULT_FORMAT,
-                   help="kcat's codes: %%t %%p %%o %%k %%v %%h %%T (default %%v)")
+                   help="kcat's codes: %%t %%p %%o %%k %%v %%h %%T, \\n \\t; printed as "
+                        "given, as kcat's -f (default %%v\\n)")
     p.set_defaults(admin=consume)

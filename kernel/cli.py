@@ -9,15 +9,17 @@ import ctypes
 import dataclasses
 import gc
 import os
+import re
 import resource
 import signal
 import sys
+import tomllib
 from collections.abc import Sequence
 
 import kernel
-from kernel.config import ConfigError, load_config
+from kernel.config import ConfigError, ConfigProblem, load_config
 from kernel.libc import libc_function
-from kernel.plugins import installed_plugins
+from kernel.plugins import PluginFacade, installed_plugin_keys, installed_plugins
 from kernel.terminal import ProgressBar
 
 
@@ -35,7 +37,7 @@ async def _serve(config: str | None, overrides: list[str],
     from kernel.server import Broker
 
     # On a terminal, a start-up's log recovery is a progress bar below the log lines.
-    broker = Broker(load_config(config, overrides),
+    broker = Broker(load_config(config, overrides, plugin_keys=installed_plugin_keys),
                     progress_bar=ProgressBar.on_terminal(sys.stderr))
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(broker.report_loop_error)
@@ -119,15 +121,111 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     from kernel.network.descriptors import describe_room, partitions_on_disk, serve_limit
     from kernel.server import Broker
 
-    # Building the Broker loads the plugins and validates their tables and routes,
-    # exactly as serve does, without binding sockets or touching data.
-    broker = Broker(load_config(args.file, args.override))
+    problems: list[ConfigProblem] = []
+    try:
+        loaded = load_config(args.file, args.override, plugin_keys=installed_plugin_keys)
+    except ConfigError as e:
+        # The broker's table is refused: the plugins' tables are still checked, so one
+        # run reports every problem in the file.
+        problems += e.problems
+        problems += _plugin_table_problems(args.file)
+    else:
+        try:
+            # Building the Broker loads the plugins and validates their tables and
+            # routes, exactly as serve does, without binding sockets or touching data.
+            broker = Broker(loaded)
+        except ConfigError as e:
+            problems += e.problems
+    if problems:
+        lines = key_lines(_text_of(args.file))
+        for override in args.override:  # its value is not the file's: no line of it
+            lines.pop(override.partition("=")[0].strip(), None)
+        for problem in sorted(problems, key=lambda p: lines.get(p.key or "", sys.maxsize)):
+            print(with_line(problem, args.file, lines), file=sys.stderr)
+        return 2
     print(f"{args.file}: ok")
     # The room serve would leave clients: under the limit it raises to, with the
     # partitions log.dirs holds now.
     reserve = dataclasses.replace(broker.descriptor_reserve, limit=serve_limit())
     print(f"{args.file}: {describe_room(reserve, partitions_on_disk(broker.config.log_dirs), 0)}")
     return 0
+
+
+def _text_of(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _plugin_table_problems(path: str) -> list[ConfigProblem]:
+    """The enabled plugins' tables checked by their schemas, for a file whose broker
+    table was refused (Broker, which checks them otherwise, was not built)."""
+    try:
+        with open(path, "rb") as f:
+            plugins = tomllib.load(f).get("plugins")
+        if not isinstance(plugins, dict):
+            return []
+        tables = {k: v for k, v in plugins.items() if isinstance(v, dict)}
+        loaded = load_config(None, extra={"plugins.enabled": plugins.get("enabled", [])},
+                             plugin_tables=tables)
+    except (OSError, tomllib.TOMLDecodeError, ConfigError):
+        return []  # what load_config said of the file covers it
+    problems: list[ConfigProblem] = []
+    try:
+        schemas = PluginFacade(loaded.enabled_plugins, path, []).config_schemas()
+    except ConfigError as e:  # a plugin that can't be found or loaded
+        return list(e.problems)
+    for name in loaded.enabled_plugins:
+        if name in schemas:
+            try:
+                schemas[name].build(loaded.plugin_tables.get(name, {}), path)
+            except ConfigError as e:
+                problems += e.problems
+    return problems
+
+
+_TOML_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_TOML_KEY = rf"{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART})*"
+_TOML_TABLE_LINE = re.compile(rf"\[\[?\s*({_TOML_KEY})\s*\]\]?")
+_TOML_KEY_LINE = re.compile(rf"({_TOML_KEY})\s*=")
+_TOML_ERROR_LINE = re.compile(r"\(at line (\d+)")
+
+
+def _dotted(key: str) -> str:
+    return ".".join(p.strip().strip("\"'") for p in re.findall(_TOML_KEY_PART, key))
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line each key of a TOML text is on, by its dotted name as config errors name
+    it (``num.partitions``, ``plugins.auth_sasl.sasl.enabled.mechanisms``): tomllib
+    keeps no positions, so the text is scanned for table headers and ``key =`` lines."""
+    lines: dict[str, int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        header = _TOML_TABLE_LINE.match(stripped)
+        if header:
+            table = _dotted(header.group(1))
+            continue
+        assignment = _TOML_KEY_LINE.match(stripped)
+        if assignment:
+            name = _dotted(assignment.group(1))
+            lines.setdefault(f"{table}.{name}" if table else name, number)
+    return lines
+
+
+def with_line(problem: ConfigProblem, path: str, lines: dict[str, int]) -> str:
+    """``FILE:LINE: KEY: problem`` where the line is known, as compilers write it."""
+    text = str(problem)
+    line = lines.get(problem.key) if problem.key is not None else None
+    if line is None:
+        found = _TOML_ERROR_LINE.search(text)
+        line = int(found.group(1)) if found else None
+    if line is None or not text.startswith(f"{path}: "):
+        return text
+    return f"{path}:{line}: {text[len(path) + 2:]}"
 
 
 def cmd_plugins_list(args: argparse.Namespace) -> int:
@@ -194,7 +292,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# How a shell reports a command killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command's exit status. Output into a closed pipe (``... | head -1``) ends it
+    quietly, as SIGPIPE ends other CLIs: Python ignores the signal and raises instead."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe prints a traceback
+    except BrokenPipeError:
+        # Nothing more can reach the reader: stdout goes to devnull so the interpreter's
+        # own flush at exit finds nothing to complain about.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["spark", "export"]:
         return cmd_spark_export(argv[2:])

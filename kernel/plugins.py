@@ -53,6 +53,22 @@ def installed_plugins() -> dict[str, InstalledPlugin]:
     return dict(sorted(found.items()))
 
 
+def installed_plugin_keys() -> dict[str, str]:
+    """Each setting an installed plugin takes -> its table (``plugins.auth_sasl``), read
+    from the plugins' config schemas: where a key the broker does not take belongs."""
+    owners: dict[str, str] = {}
+    for name in installed_plugins():
+        try:
+            schema_hook = getattr(load_plugin(name, ""), "kafkernel_config_schema", None)
+            schema = schema_hook() if schema_hook is not None else None
+        except Exception:  # a plugin that fails to load owns no keys here
+            continue
+        if isinstance(schema, ConfigSchema):
+            for key in schema.keys:
+                owners.setdefault(key, schema.table)
+    return owners
+
+
 def _import_path(path: str) -> Any:
     module_name, _, attr = path.partition(":")
     module = importlib.import_module(module_name)

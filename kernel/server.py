@@ -30,6 +30,7 @@ from kernel.config import (
     INT_MAX,
     BrokerConfig,
     ConfigError,
+    ConfigProblem,
     LoadedConfig,
     StartupError,
     coerce,
@@ -230,6 +231,7 @@ class Broker:
     def _validate_plugin_tables(self) -> dict[str, Any]:
         schemas = self.plugins.config_schemas()
         settings: dict[str, Any] = {}
+        problems: list[ConfigProblem] = []  # every table's, reported at once
         for name in self.loaded.enabled_plugins:
             table = self.loaded.plugin_tables.get(name, {})
             schema = schemas.get(name)
@@ -241,7 +243,12 @@ class Broker:
                 continue
             # Errors name the table as the file writes it, whatever the plugin calls it.
             written = dataclasses.replace(schema, table=f"plugins.{toml_key(name)}")
-            settings[name] = written.build(table, self.loaded.source)
+            try:
+                settings[name] = written.build(table, self.loaded.source)
+            except ConfigError as e:
+                problems += e.problems
+        if problems:
+            raise ConfigError(problems=problems)
         for name in self.loaded.plugin_tables:
             if name not in self.loaded.enabled_plugins:
                 raise ConfigError(

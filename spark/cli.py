@@ -1,14 +1,16 @@
 """``kafkernel spark export ...``: one export run by hand, in the foreground, with a
 progress bar of the offsets exported against the latest offsets of its topics (the high
 watermark; the last stable offset under read_committed), as Spark's Kafka source reports
-them after each micro-batch. Ctrl-C stops the query between micro-batches; the
-checkpoint keeps where it stopped, so the next run (or the broker's spark_sink on the
-same checkpoint) goes on from there."""
+them after each micro-batch. Ctrl-C (SIGINT) or SIGTERM stops the query between
+micro-batches; the checkpoint keeps where it stopped, so the next run (or the broker's
+spark_sink on the same checkpoint) goes on from there."""
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -41,13 +43,38 @@ def position(query: Any, options: ExportOptions) -> tuple[int, int | None]:
     return sum(exported_offsets(options.checkpoint_location).values()), None
 
 
-def _follow(query: Any, options: ExportOptions) -> None:
+class StopOnSignal:
+    """SIGINT and SIGTERM while the query runs ask it to stop (``requested``): the follow
+    loop sees it between two py4j calls. Before the query runs (the JVM starting, Ivy
+    resolving the connector) and at a second signal they interrupt at once.
+
+    Installed over pyspark's own SIGINT handler, which the SparkContext sets: it raises
+    KeyboardInterrupt inside whatever py4j call is running, which breaks that call
+    (a Py4JError traceback) and leaves the query unstopped. Installed explicitly, too, so
+    an export started where SIGINT is ignored (a shell's background job) still hears it.
+    """
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.query_running = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if not self.query_running or self.requested.is_set():
+            raise KeyboardInterrupt
+        self.requested.set()
+
+
+def _follow(query: Any, options: ExportOptions, stop: StopOnSignal) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(TextColumn(f"export {options.name}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("offsets exported / latest"), transient=False) as bar:
         task = bar.add_task("export", total=None)
-        while query.isActive:
+        while query.isActive and not stop.requested.is_set():
             done, latest = position(query, options)
             bar.update(task, completed=done, total=latest)
             query.awaitTermination(0.5)
@@ -57,12 +84,18 @@ def _follow(query: Any, options: ExportOptions) -> None:
 
 def main(argv: Sequence[str]) -> int:
     options, flags = parse_args(argv, prog="kafkernel spark export")
+    stop = StopOnSignal()
+    stop.install()
     try:
         spark = build_session(options.master, f"kafkernel-export-{options.name}",
                               dict(options.conf))
     except PysparkMissing as e:
         print(f"kafkernel spark export: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"export {options.name}: interrupted before it started", file=sys.stderr)
+        return 130
+    stop.install()  # again: the SparkContext put pyspark's SIGINT handler in its place
     from pyspark.errors import PySparkException
 
     from spark.export import start_query
@@ -72,9 +105,9 @@ def main(argv: Sequence[str]) -> int:
     started = time.monotonic()
     try:
         query = start_query(spark, options, available_now=flags.available_now)
-        try:
-            _follow(query, options)
-        except KeyboardInterrupt:
+        stop.query_running = True
+        _follow(query, options, stop)
+        if stop.requested.is_set():
             print("stopping the query (Ctrl-C again to abandon it)", file=sys.stderr)
             query.stop()
         error = query.exception()
@@ -85,6 +118,9 @@ def main(argv: Sequence[str]) -> int:
     except PySparkException as e:
         print(f"export {options.name}: {explain(str(e), options)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"export {options.name}: abandoned", file=sys.stderr)
+        return 130
     finally:
         spark.stop()
     done = sum(exported_offsets(options.checkpoint_location).values())

@@ -86,6 +86,10 @@ def run(options: ExportOptions, *, available_now: bool = False,
 
     spark = build_session(options.master, f"kafkernel-export-{options.name}",
                           dict(options.conf))
+    if stop is not None and threading.current_thread() is threading.main_thread():
+        # The SparkContext put pyspark's SIGINT handler in place of main's: it raises
+        # KeyboardInterrupt inside the running py4j call (a Py4JError, no clean stop).
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
     spark.sparkContext.setLogLevel("WARN")
     try:
         try:

@@ -11,7 +11,7 @@ import argparse
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["PARTITION_COLUMNS", "ExportOptionError", "ExportOptions", "RunFlags", "parse_args"]
 
@@ -215,8 +215,16 @@ def _pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A bad option is one line naming it, not argparse's usage of every option (a
+    screenful: there are a score of them)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (--help lists the options)\n")
+
+
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _OneLineErrors(
         prog=prog, description="Export Kafka topics to a Parquet table with Spark "
         "Structured Streaming, exactly once (Spark's Kafka source, file sink, checkpoint).")
     for spec in _SPECS.values():
@@ -249,8 +257,7 @@ class RunFlags:
 
 def parse_args(argv: Sequence[str], prog: str = "spark.export",
                ) -> tuple[ExportOptions, RunFlags]:
-    """Options and run flags from a command line. Invalid values exit with argparse's
-    one-line usage error."""
+    """Options and run flags from a command line. Invalid values exit 2 with one line."""
     p = parser(prog)
     ns = p.parse_args(argv)
     flags = RunFlags(ns.available_now, ns.exit_with_parent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 from kernel.config.broker import BROKER_SCHEMA, BrokerConfig
 from kernel.config.schema import (
     ConfigError,
+    ConfigProblem,
     ConfigSchema,
     coerce,
     schema_keys,
@@ -65,10 +66,13 @@ def load_config(
     path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
     extra: Mapping[str, Any] | None = None,
     plugin_tables: Mapping[str, Mapping[str, Any]] | None = None,
+    plugin_keys: Callable[[], Mapping[str, str]] | None = None,
 ) -> LoadedConfig:
     """Read and validate a config file; ``overrides`` are ``key=value`` strings and
     ``extra`` a mapping of Kafka names and ``plugin_tables`` plugin name -> table (for
-    embedding, where plugin names may contain dots), all applied over the file."""
+    embedding, where plugin names may contain dots), all applied over the file.
+    ``plugin_keys`` gives the plugins' keys and their tables, asked only when the top
+    level has a key the broker does not take, to say where it belongs."""
     source = str(path) if path is not None else "<defaults>"
     data: dict[str, Any] = {}
     if path is not None:
@@ -98,10 +102,20 @@ def load_config(
                           "inter.broker.listener.name and security.inter.broker.protocol "
                           "should be set")
     per_listener = {k: flat.pop(k) for k in [k for k in flat if k.startswith(LISTENER_PREFIX)]}
-    broker = BROKER_SCHEMA.build(flat, source)
+    unknown = plugin_keys is not None and not flat.keys() <= BROKER_SCHEMA.keys.keys()
+    problems: list[ConfigProblem] = []
+    try:
+        broker = BROKER_SCHEMA.build(flat, source, plugin_keys() if unknown else None)
+    except ConfigError as e:
+        problems += e.problems
+    try:
+        listener_overrides = _listener_overrides(per_listener, source)
+    except ConfigError as e:
+        problems += e.problems
+    if problems:
+        raise ConfigError(problems=problems)
     if per_listener:
-        broker = dataclasses.replace(
-            broker, listener_overrides=_listener_overrides(per_listener, source))
+        broker = dataclasses.replace(broker, listener_overrides=listener_overrides)
     enabled = plugin_values.pop("enabled", [])
     if not isinstance(enabled, list) or not all(isinstance(p, str) for p in enabled):
         raise ConfigError(f"{source}: plugins.enabled: expected a list of plugin names")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import difflib
 import math
 import os
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar
@@ -24,8 +25,25 @@ Check = Callable[[Any], str | None]
 """Returns None when the value is allowed, else what is allowed."""
 
 
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One line of a ConfigError: ``FILE: KEY: problem``; ``key`` (the dotted name as
+    written in the file) lets ``config check`` find the line it is on."""
+
+    text: str
+    key: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class ConfigError(Exception):
-    """One clear line: the file, the key and what is wrong or allowed."""
+    """One clear line per problem: the file, the key and what is wrong or allowed. A
+    table's keys are all checked before it is refused, so every problem is reported."""
+
+    def __init__(self, message: str = "", problems: Sequence[ConfigProblem] = ()) -> None:
+        super().__init__(message or "\n".join(map(str, problems)))
+        self.problems = tuple(problems) or (ConfigProblem(message),)
 
 
 class StartupError(ConfigError):
@@ -174,19 +192,43 @@ class ConfigSchema:
     def keys(self) -> dict[str, ConfigKey]:
         return schema_keys(self.settings_type)
 
-    def build(self, values: Mapping[str, Any], source: str) -> Any:
-        """Validate ``values`` (Kafka names -> TOML values) and build the settings."""
+    def build(self, values: Mapping[str, Any], source: str,
+              elsewhere: Mapping[str, str] | None = None) -> Any:
+        """Validate ``values`` (Kafka names -> TOML values) and build the settings.
+        ``elsewhere`` maps keys of other tables to the table that takes them (a plugin's
+        keys written at the top level, as Kafka's one properties file has them)."""
         keys = self.keys
         kwargs: dict[str, Any] = {}
+        problems: list[ConfigProblem] = []
         for name, raw in values.items():
             key = keys.get(name)
-            where = f"{source}: {self.table + '.' if self.table else ''}{name}"
-            if key is None:
-                raise ConfigError(
-                    f"{where}: unknown key; allowed keys: {', '.join(sorted(keys))}"
-                )
-            kwargs[key.attr] = coerce(key, raw, where)
+            full = f"{self.table}.{name}" if self.table else name
+            where = f"{source}: {full}"
+            try:
+                if key is None:
+                    raise ConfigError(f"{where}: {unknown_key(name, keys, elsewhere or {})}")
+                kwargs[key.attr] = coerce(key, raw, where)
+            except ConfigError as e:
+                problems.append(ConfigProblem(str(e), full))
+        if problems:
+            raise ConfigError(problems=problems)
         return self.settings_type(**kwargs)
+
+
+SHORT_KEY_LIST = 8  # a table this small lists its keys in an unknown key's error
+
+
+def unknown_key(name: str, keys: Mapping[str, Any], elsewhere: Mapping[str, str]) -> str:
+    """What to say of a key the table does not take: the table it belongs to, a close
+    spelling (difflib), or a small table's keys; never a list of a hundred keys."""
+    if name in elsewhere:
+        return f"unknown key here; it belongs to the [{elsewhere[name]}] table"
+    close = difflib.get_close_matches(name, keys, n=3)
+    if close:
+        return f"unknown key; did you mean {' or '.join(map(repr, close))}?"
+    if len(keys) <= SHORT_KEY_LIST:
+        return f"unknown key; allowed keys: {', '.join(sorted(keys))}"
+    return "unknown key"
 
 
 @cache

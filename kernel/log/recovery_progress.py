@@ -15,7 +15,9 @@ re-reads; :func:`kernel.log.loader.bytes_to_recover`). The loader reports the by
 re-validated once per chunk it reads (never per batch), and the manager each log loaded;
 what a log was planned to recover but did not read (a segment entered at its recovery
 point's index entry, segments deleted after a truncation) counts as done when the log is
-loaded. The rate, and so the estimate, counts only bytes actually read.
+loaded. The rate, and so the estimate, is of bytes done, as the lines report them: a
+log whose plan was mostly trusted (entered at the index entry) is that much progress in
+that time; ``bytes_read`` says how much was actually re-validated.
 
 Every call comes from the one thread that loads; nothing is shared between brokers.
 """
@@ -64,7 +66,9 @@ class RecoveryStatus:
     bytes_done: int
     bytes_to_recover: int
     seconds: float
-    # bytes re-validated per second so far; None before any was read
+    # of them, what the loader actually read (the rest was trusted or truncated away)
+    bytes_read: int
+    # bytes done per second so far; None before any was done
     bytes_per_second: float | None
     # None until there is a rate to estimate it from
     seconds_left: float | None
@@ -94,7 +98,7 @@ class RecoveryStatus:
         fields: dict[str, Any] = {
             "logs_done": self.logs_done, "logs": self.logs,
             "bytes_done": self.bytes_done, "bytes_to_recover": self.bytes_to_recover,
-            "percent": round(100 * self.fraction, 1),
+            "bytes_read": self.bytes_read, "percent": round(100 * self.fraction, 1),
             "seconds": round(self.seconds, 3),
         }
         if self.bytes_per_second is not None:
@@ -145,7 +149,7 @@ class RecoveryProgress:
 
     def status(self, now: float | None = None) -> RecoveryStatus:
         elapsed = max(0.0, (self._clock() if now is None else now) - self._started)
-        rate = self._bytes_read / elapsed if self._bytes_read and elapsed > 0 else None
+        rate = self.bytes_done / elapsed if self.bytes_done and elapsed > 0 else None
         left: float | None = None
         if self.bytes_to_recover > 0:
             if rate:
@@ -154,7 +158,7 @@ class RecoveryProgress:
             left = (self.logs - self.logs_done) * elapsed / self.logs_done
         return RecoveryStatus(
             self.logs_done, self.logs, self.bytes_done, self.bytes_to_recover, elapsed,
-            rate, left, self._finished,
+            self._bytes_read, rate, left, self._finished,
         )
 
     def start(self) -> None:

@@ -166,6 +166,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue_paused = False
         self._pool_muted = False
         self._read_paused = False
+        self._draining = False  # shutting down: no new request is read
         # A client quota's throttle (KIP-219): nothing read or handled until it fires.
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -419,9 +420,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._pool_muted = muted
             self._update_reading()
 
+    def stop_reading(self) -> None:
+        """At shutdown: the requests already read are answered, no new one is read (a
+        follower's or consumer's next long-poll Fetch would keep the connection busy
+        until the grace runs out)."""
+        self._draining = True
+        self._update_reading()
+
     def _update_reading(self) -> None:
         paused = (self._queue_paused or self._pool_muted or self._write_paused
-                  or self._throttle_timer is not None)
+                  or self._draining or self._throttle_timer is not None)
         if paused != self._read_paused and self.transport is not None and not self._closed:
             self._read_paused = paused
             if paused:

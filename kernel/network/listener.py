@@ -430,9 +430,12 @@ class Listener:
         self._sockets = []
 
     async def close_connections(self, grace_s: float) -> None:
-        """Let in-flight requests finish for up to ``grace_s``, then close everything."""
+        """Let the requests already read finish for up to ``grace_s``, then close
+        everything. No new request is read meanwhile."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_s
+        for conn in self.connections:
+            conn.stop_reading()
         while any(c.busy for c in self.connections) and loop.time() < deadline:
             await asyncio.sleep(0.02)
         for conn in list(self.connections):

@@ -48,11 +48,12 @@ class AclPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        apis.register(registry, lambda: self.metadata)
+        apis.register(registry, self.metadata)
 
-    @property
     def metadata(self) -> MetadataBackend:
-        """Set at startup; listeners serve only after that, so handlers always find it."""
+        """Set at startup; listeners serve only after that, so handlers always find it.
+        A method, not a property that raises: pluggy reads every attribute of a plugin
+        object when it registers it."""
         if self._metadata is None:
             raise RuntimeError("the acl plugin has not started")
         return self._metadata
@@ -73,12 +74,12 @@ class AclPlugin:
         self._denied = Counter("kafkernel_authorizer_denied",
                                "Authorization decisions that denied.", registry=registry)
         Gauge("kafkernel_acls", "ACLs in the metadata log.",
-              registry=registry).set_function(lambda: len(self.metadata.acls()))
+              registry=registry).set_function(lambda: len(self.metadata().acls()))
 
     def _current(self) -> AclIndex:
         """The index of the backend's ACLs, rebuilt when they changed (the backend
         replaces its mapping on a change, so one identity test per decision suffices)."""
-        acls = self.metadata.acls()
+        acls = self.metadata().acls()
         if acls is not self._indexed:
             self._index = AclIndex(acls.values())
             self._indexed = acls

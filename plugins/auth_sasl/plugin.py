@@ -107,16 +107,16 @@ class AuthSaslPlugin:
         # SaslAuthenticate requests.
         registry.register(SASL_HANDSHAKE, self.handshake, min_version=0, max_version=1)
         registry.register(SASL_AUTHENTICATE, self.authenticate, min_version=0, max_version=2)
-        credentials_api.register(registry, lambda: self.scram)
+        credentials_api.register(registry, self.scram)
 
-    @property
     def scram(self) -> ScramCredentials:
-        """Set at startup; listeners serve only after that, so handlers always find it."""
+        """Set at startup; listeners serve only after that, so handlers always find it.
+        A method, not a property that raises (as jwt_validator): pluggy reads every
+        attribute of a plugin object when it registers it."""
         if self._scram is None:
             raise RuntimeError("the auth_sasl plugin has not started")
         return self._scram
 
-    @property
     def jwt_validator(self) -> JwtValidator:
         """Set at startup when OAUTHBEARER is enabled; SaslHandshake offers it only then."""
         if self._jwt_validator is None:
@@ -186,9 +186,9 @@ class AuthSaslPlugin:
         if name == "PLAIN":
             return lambda: PlainServer(self._plain_users)
         if name == "OAUTHBEARER":
-            return lambda: OAuthBearerServer(self.jwt_validator)
+            return lambda: OAuthBearerServer(self.jwt_validator())
         mechanism = MECHANISMS[name]
-        return lambda: ScramServer(mechanism, lambda user, name: self.scram.get(user, name))
+        return lambda: ScramServer(mechanism, lambda user, name: self.scram().get(user, name))
 
     # -- the exchange ----------------------------------------------------------------
 

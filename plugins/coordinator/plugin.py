@@ -23,9 +23,10 @@ class CoordinatorPlugin:
         self._service: GroupCoordinatorService | None = None
         self._settings = CoordinatorSettings()
 
-    @property
     def service(self) -> GroupCoordinatorService:
-        """Set at startup; listeners serve only after that, so handlers always find it."""
+        """Set at startup; listeners serve only after that, so handlers always find it.
+        A method, not a property that raises: pluggy reads every attribute of a plugin
+        object when it registers it."""
         if self._service is None:
             raise RuntimeError("the group coordinator has not started")
         return self._service
@@ -36,16 +37,16 @@ class CoordinatorPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        register_handler_modules(registry, HANDLER_MODULES, lambda: self.service)
+        register_handler_modules(registry, HANDLER_MODULES, self.service)
 
     @hookimpl
     def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
         registry.register(
             CoordinatorType.GROUP,
-            lambda group_id: self.service.coordinator_partition(group_id),
+            lambda group_id: self.service().coordinator_partition(group_id),
             topic=OFFSETS_TOPIC,
             # Markers for __consumer_offsets go through the runtime (WriteTxnMarkers).
-            complete_transaction=lambda *marker: self.service.complete_transaction(*marker),
+            complete_transaction=lambda *marker: self.service().complete_transaction(*marker),
         )
 
     @hookimpl

@@ -25,9 +25,10 @@ class TxnPlugin:
         self._coordinator: TransactionCoordinator | None = None
         self._settings = TxnSettings()
 
-    @property
     def coordinator(self) -> TransactionCoordinator:
-        """Set at startup; listeners serve only after that, so handlers always find it."""
+        """Set at startup; listeners serve only after that, so handlers always find it.
+        A method, not a property that raises: pluggy reads every attribute of a plugin
+        object when it registers it."""
         if self._coordinator is None:
             raise RuntimeError("the transaction coordinator has not started")
         return self._coordinator
@@ -38,14 +39,14 @@ class TxnPlugin:
 
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
-        register_handler_modules(registry, HANDLER_MODULES, lambda: self.coordinator)
+        register_handler_modules(registry, HANDLER_MODULES, self.coordinator)
 
     @hookimpl
     def kafkernel_register_coordinators(self, registry: CoordinatorRegistry) -> None:
         registry.register(CoordinatorType.TRANSACTION,
                           lambda transactional_id:
-                          self.coordinator.coordinator_partition(transactional_id),
-                          verify_transaction=lambda *args, **kwargs: self.coordinator.verify(
+                          self.coordinator().coordinator_partition(transactional_id),
+                          verify_transaction=lambda *args, **kwargs: self.coordinator().verify(
                               *args, **kwargs))
 
     @hookimpl

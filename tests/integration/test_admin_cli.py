@@ -169,11 +169,23 @@ def test_produce_and_consume(bootstrap: str, tmp_path: Path) -> None:
                      "0").out == "3 records produced to quick\n"
 
     shown = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "--exit-at-end",
-                      "--format", "%k=%v %h @%p/%o")
+                      "--format", "%k=%v %h @%p/%o\\n")
     assert shown.code == 0, shown.err
     assert sorted(shown.out.splitlines()) == [
         "=a:1  @0/0", "=b:2  @0/1", "=c:3  @0/2",
         "a=1 source=cli @1/0", "b=2 source=cli @1/1", "c=3 source=cli @1/2"]
+    # As kcat: a format is printed as given, no newline added (no blank line after each
+    # record); without one, each value on its line.
+    assert "\n\n" not in shown.out and shown.out.endswith("\n")
+    kcat = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "-e",
+                     "--format", "%o:%v\n")
+    assert sorted(kcat.out.split("\n")) == ["", "0:1", "0:a:1", "1:2", "1:b:2", "2:3",
+                                             "2:c:3"]
+    unformatted = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "-e")
+    assert sorted(unformatted.out.split("\n")) == ["", "1", "2", "3", "a:1", "b:2", "c:3"]
+    together = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "-e",
+                         "--format", "%v")
+    assert sorted(together.out) == sorted("123a:1b:2c:3")
     records = kafkernel(bootstrap, "consume", "quick", "--from-beginning", "--count", "2",
                         "--group", "quick-check", "-o", "json").json()
     assert len(records) == 2 and all(r["topic"] == "quick" for r in records)

@@ -200,6 +200,27 @@ def test_pytest_fixture_in_a_scratch_project(tmp_path: Path) -> None:
     assert "1 passed" in result.stdout
 
 
+def test_the_pytest_plugin_imports_the_broker_only_for_its_fixtures(tmp_path: Path) -> None:
+    # Installing kafkernel registers the plugin in every pytest run of the environment:
+    # loading it must not import the broker (kio, its hypothesis strategies: seconds and
+    # a HypothesisSideeffectWarning in a suite that never asks for a broker).
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, kernel.testing.pytest_plugin; "
+         "print(' '.join(sorted(sys.modules)))"],
+        capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    heavy = [m for m in imported if m.split(".")[0] in ("kio", "hypothesis", "plugins")
+             or m in ("kernel.server", "kernel.testing.embedded")]
+    assert heavy == []
+    (tmp_path / "test_plain.py").write_text("def test_nothing_kafka():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout and "Warning" not in result.stdout, result.stdout
+
+
 def test_serve_binary_answers_kcat_and_stops_on_sigterm(tmp_path: Path) -> None:
     config = tmp_path / "k.toml"
     config.write_text(textwrap.dedent(f"""

@@ -167,7 +167,7 @@ def test_config_check_cli(tmp_path: Path) -> None:
     result = _cli("config", "check", str(bad))
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"{bad}: num.partitions: expected an integer, got 'many'"
+        f"{bad}:1: num.partitions: expected an integer, got 'many'"
     )
     result = _cli("config", "check", str(good), "--override", "broker.idd=1")
     assert result.returncode == 2 and "broker.idd: unknown key" in result.stderr

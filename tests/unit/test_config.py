@@ -55,7 +55,7 @@ def test_kafka_defaults() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("num.partitionz = 1", "num.partitionz: unknown key; allowed keys: "),
+    ("num.partitionz = 1", "num.partitionz: unknown key; did you mean 'num.partitions'?"),
     ("num.partitions = 'x'", "num.partitions: expected an integer, got 'x'"),
     ("num.partitions = 0", "num.partitions: 0 is not allowed; expected a value >= 1"),
     ("auto.create.topics.enable = 1", "expected true or false"),

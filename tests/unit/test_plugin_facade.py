@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from kernel import handlers
-from kernel.plugins import PluginFacade
+from kernel.plugins import PluginFacade, installed_plugins, load_plugin
 from kernel.requests import Session
 from kernel.routing import Routes
 from tests.plugins.hello_plugin import NAME as HELLO
@@ -36,3 +36,17 @@ def test_each_plugin_registers_through_its_own_view() -> None:
     owners = {r.api_key: r.owner for r in routes}
     assert owners[41] == HELLO
     assert owners[3] == owners[18] == "kernel"
+
+
+def test_every_installed_plugin_can_be_introspected_before_it_starts() -> None:
+    # pluggy 1.5 and 1.6 read every attribute of a plugin object when they register it
+    # (getattr over dir()): a property that raises until startup stopped the broker
+    # from starting with them. Read them all, as they do.
+    for name in installed_plugins():
+        plugin = load_plugin(name, "test.toml")
+        for attribute in dir(plugin):
+            try:
+                getattr(plugin, attribute)
+            except Exception as e:  # any error is the failure
+                raise AssertionError(f"plugin {name!r}: reading {attribute!r} "
+                                     f"raised {e!r}") from e

@@ -59,7 +59,8 @@ def test_lines_at_start_at_most_every_interval_and_at_the_end() -> None:
     (first,) = lines.named("log recovery progress")
     assert first == {
         "logs_done": 0, "logs": 2, "bytes_done": 2_000_000, "bytes_to_recover": 4_000_000,
-        "percent": 50.0, "seconds": 2.0, "bytes_per_second": 1_000_000, "seconds_left": 2.0,
+        "bytes_read": 2_000_000, "percent": 50.0, "seconds": 2.0,
+        "bytes_per_second": 1_000_000, "seconds_left": 2.0,
     }
     clock.now = 103.0
     p.log_loaded()  # 1 MB planned but not read (trusted, or truncated away): done now
@@ -69,18 +70,36 @@ def test_lines_at_start_at_most_every_interval_and_at_the_end() -> None:
     p.recovered(500_000)
     second = lines.named("log recovery progress")[-1]
     assert (second["logs_done"], second["bytes_done"]) == (1, 3_500_000)
-    # the rate counts bytes read (2.5 MB in 4.5 s), not the megabyte counted as done
-    assert second["bytes_per_second"] == round(2_500_000 / 4.5)
-    assert second["seconds_left"] == round(500_000 / (2_500_000 / 4.5), 1)
+    # the rate is of bytes done (3.5 MB in 4.5 s), the trusted megabyte too
+    assert second["bytes_per_second"] == round(3_500_000 / 4.5)
+    assert second["bytes_read"] == 2_500_000
+    assert second["seconds_left"] == round(500_000 / (3_500_000 / 4.5), 1)
     clock.now = 105.0
     p.recovered(500_000)
     p.log_loaded()
     p.finish()
     (end,) = lines.named("recovered logs")
     assert end == {"logs_done": 2, "logs": 2, "bytes_done": 4_000_000,
-                   "bytes_to_recover": 4_000_000, "seconds": 5.0, "bytes_per_second": 600_000}
+                   "bytes_to_recover": 4_000_000, "bytes_read": 3_000_000, "seconds": 5.0,
+                   "bytes_per_second": 800_000}
     p.finish()
     assert len(lines.named("recovered logs")) == 1
+
+
+def test_the_end_line_rate_is_its_bytes_over_its_seconds() -> None:
+    # 3 MB planned (the segment holding the recovery point), 1,488 bytes read from the
+    # recovery point's index entry on, loaded in 0.116 s: 26 MB/s, not 12,827 B/s.
+    p, clock, lines, _ = progress(1, 3_000_000)
+    p.start()
+    p.begin_log(3_000_000)
+    clock.now += 0.116
+    p.recovered(1_488)
+    p.log_loaded()
+    p.finish()
+    (end,) = lines.named("recovered logs")
+    assert (end["bytes_done"], end["seconds"]) == (3_000_000, 0.116)
+    assert end["bytes_per_second"] == round(3_000_000 / 0.116)
+    assert end["bytes_read"] == 1_488
 
 
 def test_a_log_never_counts_more_than_it_planned() -> None:
@@ -141,12 +160,13 @@ def test_the_estimate_waits_for_a_rate() -> None:
 
 
 def test_describe_is_one_short_line() -> None:
-    status = RecoveryStatus(3, 10, 1_234_000_000, 2_700_000_000, 8.0, 150_000_000.0, 9.8,
-                            False)
+    status = RecoveryStatus(3, 10, 1_234_000_000, 2_700_000_000, 8.0, 1_000_000_000,
+                            150_000_000.0, 9.8, False)
     assert status.describe() == "3/10 logs, 1.2 GB/2.7 GB, 150.0 MB/s, 10 s left"
-    done = RecoveryStatus(10, 10, 2_700_000_000, 2_700_000_000, 18.0, 150e6, 0.0, True)
+    done = RecoveryStatus(10, 10, 2_700_000_000, 2_700_000_000, 18.0, 2_000_000_000, 150e6,
+                          0.0, True)
     assert done.describe() == "10/10 logs, 2.7 GB/2.7 GB, 150.0 MB/s"
-    assert RecoveryStatus(0, 5, 0, 0, 0.0, None, None, False).describe() == "0/5 logs"
+    assert RecoveryStatus(0, 5, 0, 0, 0.0, 0, None, None, False).describe() == "0/5 logs"
 
 
 @pytest.mark.parametrize(("n", "text"), [
