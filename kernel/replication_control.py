@@ -10,7 +10,7 @@ Errors are Kafka's, in the words of its KRaft controller.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from kernel.cluster import (
     NO_LEADER,
@@ -56,18 +56,26 @@ def assign_replicas(
             raise KafkaError(ErrorCode.unknown_server_error, RACKS_INCOMPLETE)
         return _assign_rack_aware(known, partitions, replication_factor, start_index,
                                   replica_shift, first_partition)
-    shift = replica_shift
     assignment: list[tuple[int, ...]] = []
-    for partition in range(first_partition, first_partition + partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for first, shift in _first_and_shift(partitions, first_partition, n, start_index,
+                                         replica_shift):
         followers = (
             broker_ids[(first + 1 + (shift + j) % (n - 1)) % n]
             for j in range(replication_factor - 1)
         )
         assignment.append((broker_ids[first], *followers))
     return assignment
+
+
+def _first_and_shift(partitions: int, first_partition: int, n: int, start_index: int,
+                     replica_shift: int) -> Iterator[tuple[int, int]]:
+    """Per partition from ``first_partition``: the index of its first replica among the
+    ``n`` brokers, and the followers' shift, which grows every ``n`` partitions."""
+    shift = replica_shift
+    for partition in range(first_partition, first_partition + partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        yield (partition + start_index) % n, shift
 
 
 def rack_alternated(racks: Mapping[int, str]) -> list[int]:
@@ -91,12 +99,9 @@ def _assign_rack_aware(racks: Mapping[int, str], partitions: int, replication_fa
                        ) -> list[tuple[int, ...]]:
     arranged = rack_alternated(racks)
     n, rack_count = len(arranged), len(set(racks.values()))
-    shift = replica_shift
     assignment: list[tuple[int, ...]] = []
-    for partition in range(first_partition, first_partition + partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for first, shift in _first_and_shift(partitions, first_partition, n, start_index,
+                                         replica_shift):
         leader = arranged[first]
         replicas, used_racks, used = [leader], {racks[leader]}, {leader}
         k = 0

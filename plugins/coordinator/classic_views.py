@@ -221,6 +221,16 @@ def current_member_error(
     return None
 
 
+def member_generation_error(
+    group: GroupMetadata, member_id: str, group_instance_id: str | None, generation_id: int,
+) -> ErrorCode | None:
+    """The member is current and of the group's generation."""
+    error = current_member_error(group, member_id, group_instance_id)
+    if error is not None:
+        return error
+    return ErrorCode.illegal_generation if generation_id != group.generation_id else None
+
+
 def offset_commit_error(
     api_version: int, group: GroupMetadata | None, request: OffsetCommitRequest
 ) -> ErrorCode | None:
@@ -242,11 +252,10 @@ def offset_commit_error(
         or request.member_id != UNKNOWN_MEMBER_ID
         or request.group_instance_id is not None
     ):
-        error = current_member_error(group, request.member_id, request.group_instance_id)
+        error = member_generation_error(group, request.member_id,
+                                        request.group_instance_id, generation)
         if error is not None:
             return error
-        if generation != group.generation_id:
-            return ErrorCode.illegal_generation
     elif not group.is_in(GroupState.EMPTY):
         # Without member id and generation, only a group without members accepts.
         return ErrorCode.unknown_member_id
@@ -272,9 +281,5 @@ def txn_offset_commit_error(
     if generation_id < 0 and group.is_in(GroupState.EMPTY):
         return None
     if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-        error = current_member_error(group, member_id, group_instance_id)
-        if error is not None:
-            return error
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+        return member_generation_error(group, member_id, group_instance_id, generation_id)
     return None

@@ -22,6 +22,7 @@ from plugins.coordinator.classic_views import (
     current_member_error,
     join_error,
     join_response,
+    member_generation_error,
     sync_error,
 )
 from plugins.coordinator.config import GroupCoordinatorConfig
@@ -368,12 +369,7 @@ class ClassicRebalance:
             return ErrorCode.unknown_member_id
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
-        error = current_member_error(group, member_id, group_instance_id)
-        if error is not None:
-            return error
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        return None
+        return member_generation_error(group, member_id, group_instance_id, generation_id)
 
     def complete_sync(self, group: GroupMetadata, request: SyncGroupRequest, fx: Effects) -> None:
         """The leader's assignment: persist it, hand every member its part, go Stable."""
