@@ -548,7 +548,18 @@ class Broker:
         if old is None or dynamic != self._dynamic_configs(old):
             self.config = self._apply_dynamic(dynamic)
             self.replicas.reconfigure(self.config)
+            self._reconfigure_connections(self.config)
         self.replicas.apply_image(old, new)
+
+    def _reconfigure_connections(self, cfg: BrokerConfig) -> None:
+        """The dynamic connection limits; a combination Kafka refuses keeps the last."""
+        try:
+            resolved = per_ip_overrides(cfg)
+        except ConfigError as e:
+            self.log.warning("ignoring dynamic connection limits", error=str(e))
+            return
+        self.connection_quotas.reconfigure(cfg.max_connections, cfg.max_connections_per_ip,
+                                           resolved, cfg.max_connection_creation_rate)
 
     def _dynamic_configs(self, image: ClusterImage) -> dict[str, str]:
         merged = dict(image.broker_configs.get(-1, {}))
@@ -572,16 +583,21 @@ class Broker:
         await self._stopped.wait()
 
 
+def per_ip_overrides(cfg: BrokerConfig) -> dict[str, int]:
+    """max.connections.per.ip.overrides by address, checked as Kafka checks them."""
+    overrides = parse_overrides(cfg.max_connections_per_ip_overrides)
+    if cfg.max_connections_per_ip == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip can be 0 only if "
+                          "max.connections.per.ip.overrides is set")
+    return resolve_overrides(overrides)
+
+
 def connection_quotas(cfg: BrokerConfig, client_room: Callable[[], int | None] | None = None,
                       listener_names: Sequence[str] = (),
                       ip_quotas: QuotaSource | None = None) -> ConnectionQuotas:
     """``listener_names``: the broker's listeners; with more than one, the inter-broker
     listener is protected as Kafka's (other brokers are not held back by client load);
     ``ip_quotas``: the client quotas, whose ip entities rate each address's connections."""
-    overrides = parse_overrides(cfg.max_connections_per_ip_overrides)
-    if cfg.max_connections_per_ip == 0 and not overrides:
-        raise ConfigError("max.connections.per.ip can be 0 only if "
-                          "max.connections.per.ip.overrides is set")
     inter_broker = (cfg.inter_broker_listener_name
                     or cfg.security_inter_broker_protocol).upper()
     protected = inter_broker if len(set(listener_names)) > 1 else None
@@ -590,7 +606,7 @@ def connection_quotas(cfg: BrokerConfig, client_room: Callable[[], int | None] |
                values.get("max.connection.creation.rate", INT_MAX))
         for name, values in cfg.listener_overrides.items()}
     return ConnectionQuotas(cfg.max_connections, cfg.max_connections_per_ip,
-                            resolve_overrides(overrides),
+                            per_ip_overrides(cfg),
                             max_creation_rate=cfg.max_connection_creation_rate,
                             listener_limits=listener_limits, client_room=client_room,
                             protected_listener=protected, ip_quotas=ip_quotas)

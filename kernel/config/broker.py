@@ -408,22 +408,24 @@ class BrokerConfig:
     max_connections: int = setting(
         "max.connections", INT_MAX, "Connections the broker holds; at the limit new ones "
         "wait to be accepted until one closes. listener.name.<listener>.max.connections "
-        "sets one listener's.", check=at_least(0),
+        "sets one listener's.", check=at_least(0), dynamic=True,
     )
     max_connection_creation_rate: int = setting(
         "max.connection.creation.rate", INT_MAX, "New connections per second the broker "
         "accepts (KIP-612, measured over 11 one-second windows); above it the acceptor "
         "holds each new connection, up to a second, before serving it or accepting the next. "
         "listener.name.<listener>.max.connection.creation.rate sets one listener's.",
-        check=int_at_least(0),
+        check=int_at_least(0), dynamic=True,
     )
     max_connections_per_ip: int = setting(
         "max.connections.per.ip", INT_MAX, "Connections from one address; more are closed "
         "at once. 0 only with max.connections.per.ip.overrides.", check=at_least(0),
+        dynamic=True,
     )
     max_connections_per_ip_overrides: list[str] = setting(
         "max.connections.per.ip.overrides", [], "Per-address or host name limits, "
         "host:count items (e.g. hostName:100,127.0.0.1:200).", check=host_counts,
+        dynamic=True,
     )
     metrics_host: str = setting("metrics.host", "127.0.0.1", "Prometheus endpoint host.")
     metrics_port: int = setting(

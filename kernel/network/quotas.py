@@ -318,6 +318,21 @@ class ConnectionQuotas:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def reconfigure(self, max_connections: int, max_per_ip: int, overrides: dict[str, int],
+                    max_creation_rate: int) -> None:
+        """The broker-wide limits changed at runtime (Kafka's dynamic
+        max.connections, max.connections.per.ip and its overrides, and
+        max.connection.creation.rate): open connections stay; new ones meet the new
+        limits, and accepts waiting for a slot check again."""
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.overrides = overrides
+        self._broker_rate.quota = max_creation_rate
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
     def limit_for(self, address: str) -> int:
         return self.overrides.get(address, self.max_per_ip)
 

@@ -11,6 +11,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
@@ -284,3 +285,47 @@ def test_a_listener_on_all_interfaces_serves_and_a_busy_port_is_named(
     second = EmbeddedBroker({"listeners": [f"PLAINTEXT://127.0.0.1:{port}"]}, data_dir=tmp_path)
     with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port} \\(PLAINTEXT\\)"):
         second.start()
+
+
+def _alter_broker_configs(client: Any, broker_id: str, **changes: str | None) -> None:
+    """Kafka's dynamic broker configs through the AdminClient, for one broker: a value
+    sets, None deletes."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entries = [ConfigEntry(name.replace("_", "."), value, incremental_operation=(
+        AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET))
+        for name, value in changes.items()]
+    resource = ConfigResource(ResourceType.BROKER, broker_id, incremental_configs=entries)
+    client.incremental_alter_configs([resource], request_timeout=15)[resource].result(15)
+
+
+def test_connection_limits_change_at_runtime(
+    broker_factory: Callable[..., EmbeddedBroker],
+) -> None:
+    """max.connections.per.ip (and the other broker-wide limits) are dynamic, as in
+    Kafka: set for the broker, the next connection over it is closed while the open ones
+    stay; deleted, the next is served. Before, they were read once, at start."""
+    from confluent_kafka.admin import AdminClient
+
+    b = broker_factory()
+    assert b.broker is not None
+    broker_id = str(b.broker.config.broker_id)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # its connections open first
+    admin.list_topics(timeout=15)
+    first, second = connect(b.bootstrap), connect(b.bootstrap)
+    try:
+        assert api_versions_answered(first, 1) and api_versions_answered(second, 2)
+        _alter_broker_configs(admin, broker_id, max_connections_per_ip="2")
+        _eventually(lambda: b.broker is not None
+                    and b.broker.connection_quotas.max_per_ip == 2)
+        with connect(b.bootstrap) as third:
+            assert closed_by_broker(third)
+        assert api_versions_answered(first, 3)
+        _alter_broker_configs(admin, broker_id, max_connections_per_ip=None)
+        _eventually(lambda: b.broker is not None
+                    and b.broker.connection_quotas.max_per_ip > 2)
+        with connect(b.bootstrap) as again:
+            assert api_versions_answered(again, 4)
+    finally:
+        first.close()
+        second.close()

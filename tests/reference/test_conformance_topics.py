@@ -401,10 +401,9 @@ KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format
                                  "logging.level"})  # D9
 KAFKA_INTERNAL_KEYS = frozenset({"min.incremental.fetch.session.eviction.ms"})  # D16
 RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
-# D12: the network limits (from the network branch: absent before it, then compared).
-NETWORK_KEYS = ("max.connections", "max.connections.per.ip",
-                "max.connections.per.ip.overrides", "max.connection.creation.rate",
-                "queued.max.request.bytes")
+# D12: queued.max.request.bytes's default (the connection limits are compared: dynamic
+# on both brokers).
+NETWORK_KEYS = ("queued.max.request.bytes",)
 # D14: the TLS settings and the inter-broker login are read at start (Kafka reconfigures
 # them at runtime).
 TLS_KEYS = (*(k.name for k in schema_keys(BrokerConfig).values()
