@@ -109,9 +109,11 @@ class MutationQuota:
     throttle is the time the bucket needs to get out of debt."""
 
     __slots__ = ("_bucket", "_clock", "_strict", "_throttle_ms", "_throttled_at_ms",
-                 "recorded")
+                 "recorded", "tags")
 
-    def __init__(self, bucket: TokenBucket, strict: bool, clock: Callable[[], float]) -> None:
+    def __init__(self, bucket: TokenBucket, strict: bool, clock: Callable[[], float],
+                 tags: Tags) -> None:
+        self.tags = tags  # the quota entity the request was resolved to, for its metrics
         self._bucket = bucket
         self._strict = strict
         self._clock = clock
@@ -261,19 +263,15 @@ class ClientQuotaManager:
         self._buckets[tags] = (bucket, now)
         if now - self._pruned_at > PRUNE_EVERY_S:
             self._prune(now)
-        return MutationQuota(bucket, strict, self._clock)
+        return MutationQuota(bucket, strict, self._clock, tags)
 
-    def mutations_recorded(self, principal: str | None, client_id: str | None,
-                           quota: ControllerMutationQuota) -> int:
+    def mutations_recorded(self, quota: ControllerMutationQuota) -> int:
         """The request's throttle time in ms over its controller mutation quota, with
         its partitions and throttle counted in the entity's metrics."""
         if not isinstance(quota, MutationQuota):
             return 0
         throttle_ms = quota.throttle_ms()
-        resolved = self._resolve(CONTROLLER_MUTATION_RATE,
-                                 (principal or "").removeprefix("User:"), client_id or "")
-        if resolved is not None:
-            self._metrics.client_mutations_recorded(resolved[1], quota.recorded, throttle_ms)
+        self._metrics.client_mutations_recorded(quota.tags, quota.recorded, throttle_ms)
         return throttle_ms
 
     def _sensor(self, key: str, principal: str | None, client_id: str | None,

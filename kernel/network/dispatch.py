@@ -263,8 +263,7 @@ class RequestDispatcher:
             byte_ms = quotas.record(CONSUMER_BYTE_RATE, session.principal, client_id, fetched)
         request_ms = 0 if handler_s is None else quotas.record(
             REQUEST_PERCENTAGE, session.principal, client_id, handler_s * 100)
-        mutation_ms = quotas.mutations_recorded(session.principal, client_id,
-                                                ctx.mutation_quota)
+        mutation_ms = quotas.mutations_recorded(ctx.mutation_quota)
         throttle_ms = max(byte_ms, request_ms, mutation_ms)
         if throttle_ms <= 0:
             return response

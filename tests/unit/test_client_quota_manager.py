@@ -102,11 +102,11 @@ def test_a_strict_mutation_quota_refuses_once_in_debt_and_throttles_until_paid()
     with pytest.raises(KafkaError) as refused:
         quota.record(1)
     assert refused.value.error_code == ErrorCode.throttling_quota_exceeded
-    assert m.mutations_recorded(None, "c", quota) == 4000  # 8 tokens at 2 a second
+    assert m.mutations_recorded(quota) == 4000  # 8 tokens at 2 a second
     clock.now += 4.5  # paid back, and 1 to spare
     again = m.mutation_quota(None, "c", strict=True)
     again.record(3)  # 1 -> -2: taken, and not throttled (nothing refused)
-    assert m.mutations_recorded(None, "c", again) == 0
+    assert m.mutations_recorded(again) == 0
 
 
 def test_a_permissive_mutation_quota_takes_everything_and_throttles_in_debt() -> None:
@@ -116,5 +116,5 @@ def test_a_permissive_mutation_quota_takes_everything_and_throttles_in_debt() ->
     assert quota.throttle_ms() == 0
     quota.record(3)  # -> -3
     clock.now += 1.0  # the throttle left shrinks while the request is answered
-    assert m.mutations_recorded("User:alice", "any", quota) == 2000
+    assert m.mutations_recorded(quota) == 2000
     assert m.mutation_quota("User:bob", "any", strict=True) is UNBOUNDED_MUTATION_QUOTA
