@@ -216,7 +216,8 @@ class Broker:
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
-            metrics=self.metrics,
+            metrics=self.metrics, config=cfg,
+            transaction_verifier=self.coordinators.transaction_verifier,
         )
         self.fetchers: ReplicaFetcherManager | None = None
         self.inter_broker: InterBrokerChannel | None = None

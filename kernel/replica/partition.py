@@ -105,6 +105,19 @@ class Partition:
         return int(self.log.last_stable_offset(self.high_watermark))
 
     @property
+    def log_start_offset(self) -> int:
+        return int(self.log.log_start_offset)
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self.log.log_end_offset)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """The topic's min.insync.replicas, as its log has it."""
+        return int(self.log.config.min_insync_replicas)
+
+    @property
     def isr(self) -> tuple[int, ...]:
         return self.state.isr if self.state is not None else ()
 
@@ -122,7 +135,7 @@ class Partition:
         produces are refused (Kafka's isUnderMinIsr)."""
         state = self.state
         return (state is not None and state.leader == self.local_broker_id
-                and len(state.isr) < self.log.config.min_insync_replicas)
+                and len(state.isr) < self.min_insync_replicas)
 
     # -- role changes (driven by the cluster image) ---------------------------
 
