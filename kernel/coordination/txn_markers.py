@@ -6,7 +6,8 @@ the broker) both write through :func:`write_txn_markers`.
 
 As Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``: every marker is appended to the
 local leader with acks=all semantics and the answer waits in the Produce purgatory until
-the high watermark passes it (``request.timeout.ms``, 30 s, then REQUEST_TIMED_OUT). A
+the high watermark passes it (``ReplicaManager.wait_for_replication``, Produce's
+DelayedProduce: ``request.timeout.ms``, 30 s, then REQUEST_TIMED_OUT). A
 partition of a coordinator's internal topic (``__consumer_offsets``) is not appended
 here: the coordinator that owns it writes the marker through its runtime and applies it
 to its state (Kafka's ``GroupCoordinator.completeTransaction``).
@@ -23,8 +24,7 @@ from kio.schema.errors import ErrorCode
 from kernel.log import AppendOrigin
 from kernel.protocol.errors import KafkaError
 from kernel.protocol.records import ControlRecordType, build_control_batch
-from kernel.purgatory import DelayedResponse
-from kernel.replica.partition import Partition
+from kernel.replica.produce_append import ProducePartitionStatus
 from kernel.services import BrokerServices, TransactionResult, TxnMarker, TxnMarkerResult
 
 # Kafka's request.timeout.ms default: how long a marker waits to be committed.
@@ -39,46 +39,6 @@ _COORDINATOR_NOT_READY = frozenset({ErrorCode.coordinator_not_available,
 TopicPartition = tuple[str, int]
 
 
-class _Append:
-    """One marker appended to one partition, waiting for its commit; its outcome goes
-    into its marker's ``errors``."""
-
-    __slots__ = ("error", "errors", "partition", "required_offset", "tp")
-
-    def __init__(self, errors: dict[TopicPartition, ErrorCode], tp: TopicPartition,
-                 partition: Partition, required_offset: int) -> None:
-        self.errors = errors
-        self.tp = tp
-        self.partition = partition
-        self.required_offset = required_offset
-        self.error = ErrorCode.none
-
-    def committed(self) -> bool:
-        return self.partition.high_watermark >= self.required_offset
-
-
-class _DelayedMarkers(DelayedResponse):
-    """Waits until every appended marker is below its partition's high watermark."""
-
-    def __init__(self, timeout_ms: int, appends: list[_Append]) -> None:
-        super().__init__(timeout_ms)
-        self.appends = appends
-
-    def try_complete(self) -> bool:
-        for a in self.appends:
-            if a.error == ErrorCode.none and not a.partition.is_leader:
-                a.error = ErrorCode.not_leader_or_follower
-        if all(a.error != ErrorCode.none or a.committed() for a in self.appends):
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        for a in self.appends:
-            if a.error == ErrorCode.none and not a.committed():
-                a.error = ErrorCode.request_timed_out
-        super().on_complete()
-
-
 async def write_txn_markers(services: BrokerServices, markers: Sequence[TxnMarker], *,
                         timeout_ms: int = MARKER_TIMEOUT_MS) -> list[TxnMarkerResult]:
     """Write every marker to its partitions; a result per marker, in order, once each
@@ -87,7 +47,9 @@ async def write_txn_markers(services: BrokerServices, markers: Sequence[TxnMarke
     coordinators = services.coordinators
     now_ms = time.time_ns() // 1_000_000
     errors: list[dict[TopicPartition, ErrorCode]] = [{} for _ in markers]
-    appends: list[_Append] = []
+    # Each marker appended here, with where its outcome goes.
+    appends: list[tuple[ProducePartitionStatus, dict[TopicPartition, ErrorCode],
+                        TopicPartition]] = []
     delegated: list[tuple[dict[TopicPartition, ErrorCode], TopicPartition,
                           asyncio.Future[None]]] = []
     for marker, marker_errors in zip(markers, errors, strict=True):
@@ -130,13 +92,13 @@ async def write_txn_markers(services: BrokerServices, markers: Sequence[TxnMarke
                                    partition=index, producer_id=marker.producer_id,
                                    error=e.error_code.name, reason=e.message)
                 continue
-            appends.append(_Append(marker_errors, tp, partition, info.last_offset + 1))
-    pending = [a for a in appends if not a.committed()]
-    if pending:
-        op = _DelayedMarkers(timeout_ms, pending)
-        await op.wait_in(services.produce_purgatory, [a.partition.key for a in pending])
-    for append in appends:
-        append.errors[append.tp] = append.error
+            appends.append((ProducePartitionStatus(
+                topic, index, batch, required_offset=info.last_offset + 1,
+                partition=partition), marker_errors, tp))
+    # As Kafka's: acks=all, the Produce purgatory's DelayedProduce.
+    await replicas.wait_for_replication([status for status, _, _ in appends], timeout_ms)
+    for status, marker_errors, tp in appends:
+        marker_errors[tp] = status.error
     for marker_errors, tp, completion in delegated:
         marker_errors[tp] = await _completion_error(completion)
     return [TxnMarkerResult(m.producer_id, e) for m, e in zip(markers, errors, strict=True)]

@@ -514,7 +514,16 @@ class ReplicaManager:
                                    must_flush: list[Partition]) -> None:
         for partition in must_flush:
             await self.logs.flush_log(partition.log)
-        if required_acks != -1 or all(s.replicated() for s in statuses):
+        if required_acks == -1:
+            await self.wait_for_replication(statuses, timeout_ms)
+
+    async def wait_for_replication(self, statuses: Sequence[ProducePartitionStatus],
+                                   timeout_ms: int) -> None:
+        """acks=-1's wait (Kafka's DelayedProduce, also WriteTxnMarkers'): until the high
+        watermark passes each appended status's ``required_offset``, else the status
+        says why (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND). Returns at once when all are replicated."""
+        if all(s.replicated() for s in statuses):
             return
         await DelayedProduce(timeout_ms, statuses).wait_in(
             self.produce_purgatory, [s.partition.key for s in statuses if s.partition is not None])
