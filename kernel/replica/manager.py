@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -32,6 +34,7 @@ from kio.schema.errors import ErrorCode
 from kernel.cluster import NO_LEADER, ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
 from kernel.log.validator import AppendOrigin, RecordValidationError
+from kernel.log.volume import volume_bytes
 from kernel.metrics import BrokerMetrics
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
@@ -66,6 +69,30 @@ _PRODUCER_STATE_ERRORS = frozenset({ErrorCode.out_of_order_sequence_number,
 # The metadata backend's alter_partition: (topic, partition, isr, leader_epoch,
 # partition_epoch) -> the new state.
 AlterPartition = Callable[[str, int, tuple[int, ...], int, int], Awaitable[PartitionState]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """One log in a log dir, as DescribeLogDirs tells it."""
+
+    topic: str
+    partition: int
+    size: int
+    # The high watermark's lead over the log end (Kafka's getLogEndOffsetLag); -1 for a
+    # log no replica here owns (DescribeLogDirsResponse.INVALID_OFFSET_LAG).
+    offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """One directory of log.dirs (Kafka's DescribeLogDirsResult): KAFKA_STORAGE_ERROR
+    with -1 sizes when its volume cannot be read."""
+
+    path: str
+    error: ErrorCode
+    total_bytes: int
+    usable_bytes: int
+    logs: tuple[ReplicaLogInfo, ...]
 
 
 class Follower(Protocol):
@@ -349,6 +376,30 @@ class ReplicaManager:
                              f"this server does not host {topic}-{partition}")
         raise KafkaError(ErrorCode.not_leader_or_follower,
                          f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+
+    def describe_log_dirs(self, partitions: Container[TopicPartition] | None,
+                          ) -> list[LogDirInfo]:
+        """Kafka's describeLogDirs: each log dir with its volume's sizes and the logs
+        it holds (all, or those of ``partitions``)."""
+        described: list[LogDirInfo] = []
+        for directory, logs in self.logs.logs_by_dir().items():
+            path = os.path.abspath(directory)
+            try:
+                total, usable = volume_bytes(directory)
+            except OSError:
+                described.append(LogDirInfo(path, ErrorCode.kafka_storage_error, -1, -1, ()))
+                continue
+            described.append(LogDirInfo(path, ErrorCode.none, total, usable, tuple(
+                ReplicaLogInfo(log.topic, log.partition, log.size, self._offset_lag(log))
+                for log in logs
+                if partitions is None or (log.topic, log.partition) in partitions)))
+        return described
+
+    def _offset_lag(self, log: Any) -> int:
+        partition = self.partitions.get((log.topic, log.partition))
+        if partition is None:
+            return -1
+        return max(partition.high_watermark - log.log_end_offset, 0)
 
     # -- wake-ups -----------------------------------------------------------
 
