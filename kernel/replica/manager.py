@@ -4,7 +4,9 @@ It follows the cluster image: a partition whose replicas include this broker get
 log and a Partition (leader or follower as the image says); a deleted topic's logs are
 deleted; changed topic configs reach the logs. Every append to a leader goes through
 :meth:`ReplicaManager.append_records` (Kafka's ``appendRecords``), whoever the writer:
-Produce and the coordinators alike. Appends, high-watermark moves and follower fetches
+Produce and the coordinators alike; Produce's policy around it (KIP-890 verification,
+the flush and acks decision, DelayedProduce) is :meth:`ReplicaManager.handle_produce_append`
+(Kafka's ``handleProduceAppend``). Appends, high-watermark moves and follower fetches
 wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
 After applying an image it publishes each local replica's change of role (leader,
 follower, deleted) to its leadership listeners.
