@@ -39,8 +39,9 @@ from kernel.config import (
     toml_key,
 )
 from kernel.coordination.registry import Coordinators, RegistrationError
+from kernel.coordination.txn_markers import MARKER_TIMEOUT_MS, write_txn_markers
 from kernel.fetch_session import FetchSessionCache
-from kernel.handlers import find_coordinator, write_txn_markers
+from kernel.handlers import find_coordinator
 from kernel.log.log_cleaner import CleanerObserver
 from kernel.log.manager import LogDirError, LogManager
 from kernel.log.volume import volume_bytes
@@ -78,7 +79,7 @@ from kernel.terminal import ProgressBar
 SHUTDOWN_GRACE_S = 5.0
 # A WriteTxnMarkers waits up to request.timeout.ms (30 s) for its markers' commit on the
 # leader: the other broker's answer is awaited a little longer than that.
-INTER_BROKER_REQUEST_TIMEOUT_S = write_txn_markers.MARKER_TIMEOUT_MS / 1000 + 5.0
+INTER_BROKER_REQUEST_TIMEOUT_S = MARKER_TIMEOUT_MS / 1000 + 5.0
 RECENT_ERRORS = 20
 NO_QUOTAS: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
 
@@ -216,7 +217,8 @@ class Broker:
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,
             self.delete_records_purgatory, self.plugins, self.log.bind(component="replica"),
-            metrics=self.metrics,
+            metrics=self.metrics, config=cfg,
+            transaction_verifier=self.coordinators.transaction_verifier,
         )
         self.fetchers: ReplicaFetcherManager | None = None
         self.inter_broker: InterBrokerChannel | None = None
@@ -259,7 +261,7 @@ class Broker:
 
     async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> list[TxnMarkerResult]:
         """WriteTxnMarkers, called locally (``PluginServices.write_txn_markers``)."""
-        return await write_txn_markers.write_markers(self, markers)
+        return await write_txn_markers(self, markers)
 
     async def send_to_broker(self, broker_id: int, request: Any) -> Any:
         """A request to another broker (``PluginServices.send_to_broker``)."""

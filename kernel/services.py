@@ -33,6 +33,7 @@ from kernel.logging import Notices
 from kernel.metrics import BrokerMetrics
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
+from kernel.replica.produce_append import TransactionVerifier
 
 __all__ = [
     "BrokerServices",
@@ -41,6 +42,7 @@ __all__ = [
     "ServedApi",
     "TransactionCompleter",
     "TransactionResult",
+    "TransactionVerifier",
     "TxnMarker",
     "TxnMarkerResult",
 ]
@@ -148,19 +150,6 @@ TransactionCompleter = Callable[
 coordinator writes a transaction marker into a partition of its internal topic and
 applies it (Kafka's ``GroupCoordinator.completeTransaction``); resolves once committed,
 else raises ``KafkaError`` (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...)."""
-
-
-class TransactionVerifier(Protocol):
-    """The transaction coordinator's check that partitions are in a producer's ongoing
-    transaction before its first transactional write there (KIP-890 part 1, Kafka's
-    ``handleVerifyPartitionsInTransaction``): NONE, TRANSACTION_ABORTABLE (not added), or
-    one error for all (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
-    CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...). With ``add`` the partitions are added
-    instead, as for Produce v12+ (KIP-890 part 2's implicit AddPartitionsToTxn)."""
-
-    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                 partitions: Sequence[tuple[str, int]], *,
-                 add: bool = False) -> Awaitable[dict[tuple[str, int], ErrorCode]]: ...
 
 
 class CoordinatorLookup(Protocol):

@@ -19,7 +19,6 @@ from kio.schema.errors import ErrorCode
 
 from kernel.handlers.partition_requests import answer_partitions
 from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedResponse
 from kernel.replica.partition import Partition
 from kernel.requests import RequestContext
@@ -46,13 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     pending: list[_Pending] = []
 
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
-        if not partition.log.config.delete:
-            raise KafkaError(ErrorCode.policy_violation,
-                             f"records of {partition} cannot be deleted: cleanup.policy is "
-                             f"{','.join(partition.log.config.cleanup_policy)}")
-        hw = partition.high_watermark
-        offset = hw if item.offset == -1 else item.offset
-        partition.log.delete_records_before(offset, high_watermark=hw)
+        offset = partition.delete_records_on_leader(item.offset)
         low = partition.low_watermark(live)
         if low >= offset:
             return {"low_watermark": low}

@@ -14,22 +14,18 @@ be read answers KAFKA_STORAGE_ERROR, as Kafka answers an offline one."""
 from __future__ import annotations
 
 import datetime
-import os
 from typing import Any
 
 from kernel.cluster import TopicPartition
 from kernel.hookspecs import CLUSTER_NAME
-from kernel.log.log import Log
-from kernel.log.volume import volume_bytes
 from kernel.protocol.build import make, response_module
 from kernel.protocol.errors import ErrorCode
+from kernel.replica.manager import ReplicaLogInfo
 from kernel.requests import RequestContext
 
 API_KEY = 35
 MIN_VERSION = 1
 MAX_VERSION = 5
-# Kafka's DescribeLogDirsResponse.INVALID_OFFSET_LAG: a log without a replica here.
-INVALID_OFFSET_LAG = -1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -41,43 +37,24 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if request.topics is not None:
         wanted = {(t.topic, int(p)) for t in request.topics for p in t.partitions}
     results = []
-    for directory, logs in ctx.services.logs.logs_by_dir().items():
-        path = os.path.abspath(directory)
-        try:
-            total, usable = volume_bytes(directory)
-        except OSError:
-            results.append(make(m.DescribeLogDirsResult,
-                                error_code=ErrorCode.kafka_storage_error, log_dir=path,
-                                topics=(), total_bytes=-1, usable_bytes=-1,
-                                is_cordoned=False))
-            continue
-        by_topic: dict[str, list[Log]] = {}
-        for log in logs:
-            if wanted is None or (log.topic, log.partition) in wanted:
-                by_topic.setdefault(log.topic, []).append(log)
+    for described in ctx.services.replicas.describe_log_dirs(wanted):
+        by_topic: dict[str, list[ReplicaLogInfo]] = {}
+        for log in described.logs:
+            by_topic.setdefault(log.topic, []).append(log)
         results.append(make(
             m.DescribeLogDirsResult,
-            error_code=ErrorCode.none,
-            log_dir=path,
+            error_code=described.error,
+            log_dir=described.path,
             topics=tuple(
                 make(m.DescribeLogDirsTopic, name=topic, partitions=tuple(
                     make(m.DescribeLogDirsPartition, partition_index=log.partition,
-                         partition_size=log.size, offset_lag=offset_lag(ctx, log),
+                         partition_size=log.size, offset_lag=log.offset_lag,
                          is_future_key=False)
                     for log in sorted(topic_logs, key=lambda log: log.partition)))
                 for topic, topic_logs in by_topic.items()),
-            total_bytes=total,
-            usable_bytes=usable,
+            total_bytes=described.total_bytes,
+            usable_bytes=described.usable_bytes,
             is_cordoned=False,
         ))
     return make(m.DescribeLogDirsResponse, throttle_time=datetime.timedelta(0),
                 error_code=ErrorCode.none, results=tuple(results))
-
-
-def offset_lag(ctx: RequestContext, log: Log) -> int:
-    """Kafka's getLogEndOffsetLag for a current log: the high watermark's lead over the
-    log end, never below 0."""
-    replica = ctx.services.replicas.get_partition(log.topic, log.partition)
-    if replica is None:
-        return INVALID_OFFSET_LAG
-    return max(replica.high_watermark - log.log_end_offset, 0)

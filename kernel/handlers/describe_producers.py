@@ -76,7 +76,7 @@ def _partition(ctx: RequestContext, m: Any, topic: str, index: int) -> Any:
              producer_epoch=entry.producer_epoch, last_sequence=entry.last_seq,
              last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,
              current_txn_start_offset=entry.current_txn_first_offset)
-        for entry in list(replica.log.producer_state.producers.values())
+        for entry in replica.active_producers()
     )
     return make(m.PartitionResponse, partition_index=index, error_code=ErrorCode.none,
                 active_producers=producers)

@@ -193,7 +193,7 @@ def _readable_end(p: Partition, replica_id: int, read_committed: bool) -> int:
     """The offset a fetch may read up to: the log end for a follower, else the high
     watermark (the last stable offset for read_committed consumers)."""
     if replica_id >= 0:
-        return int(p.log.log_end_offset)
+        return p.log_end_offset
     return p.last_stable_offset if read_committed else p.high_watermark
 
 
@@ -213,19 +213,18 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
         p = s.partition
         if p is None or s.error != ErrorCode.none:
             continue
-        log = p.log
         s.high_watermark = p.high_watermark
         s.last_stable_offset = p.last_stable_offset
-        s.log_start_offset = log.log_start_offset
+        s.log_start_offset = p.log_start_offset
         if s.last_fetched_epoch >= 0:
-            epoch, end_offset = log.end_offset_for_epoch(s.last_fetched_epoch)
+            epoch, end_offset = p.last_offset_for_leader_epoch(s.last_fetched_epoch)
             if epoch != s.last_fetched_epoch or end_offset < s.fetch_offset:
                 s.diverging = (epoch, end_offset)
                 continue
         try:
-            info = log.read(s.fetch_offset, min(s.max_bytes, remaining),
-                            _readable_end(p, replica_id, read_committed),
-                            min_one_batch=total == 0, zero_copy=True)
+            info = p.read_records(s.fetch_offset, min(s.max_bytes, remaining),
+                                  _readable_end(p, replica_id, read_committed),
+                                  min_one_batch=total == 0)
         except KafkaError as e:
             s.error = e.error_code
             continue
@@ -248,7 +247,7 @@ def _read_all(ctx: RequestContext, request: Any, states: list[FetchPartitionStat
             upper = next_offset_after(info.records) if size else None
             try:
                 s.aborted = [] if upper is None else \
-                    log.collect_aborted_transactions(s.fetch_offset, upper)
+                    p.collect_aborted_transactions(s.fetch_offset, upper)
             except KafkaError as e:
                 s.error, s.records = e.error_code, b""
                 continue
@@ -290,7 +289,7 @@ class DelayedFetch(DelayedResponse):
             end_offset = _readable_end(p, self.replica_id, self.read_committed)
             if end_offset == start.message_offset:
                 continue
-            end = p.log.convert_to_offset_metadata(end_offset)
+            end = p.convert_to_offset_metadata(end_offset)
             if start.message_offset_only or not start.on_same_segment(end):
                 return self.force_complete()
             if self.replica_id >= 0 and quotas.should_leader_throttle(

@@ -36,13 +36,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
 
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
-        log = partition.log
         ts = item.timestamp
         if ctx.api_version < SINCE_VERSION.get(ts, 0):
             raise KafkaError(ErrorCode.unsupported_version)
         # As Kafka's lastFetchableOffset: what this reader may fetch.
         if not consumer:
-            limit = log.log_end_offset
+            limit = partition.log_end_offset
         else:
             limit = partition.last_stable_offset if read_committed else partition.high_watermark
         if ts == LATEST:
@@ -50,7 +49,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             # No tiered storage: Kafka answers offset -1 for these.
             return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
-        found = log.fetch_offset_for_timestamp(EARLIEST if ts == EARLIEST_LOCAL else ts)
+        found = partition.fetch_offset_for_timestamp(EARLIEST if ts == EARLIEST_LOCAL else ts)
         # As Kafka, a lookup by time answers nothing the reader may not fetch yet.
         if found is None or ((ts >= 0 or ts == MAX_TIMESTAMP) and found.offset >= limit):
             return {"timestamp": -1, "offset": -1, "leader_epoch": -1}

@@ -18,7 +18,7 @@ MAX_VERSION = 4
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     def answer(partition: Partition, item: Any) -> dict[str, Any]:
-        epoch, end_offset = partition.log.end_offset_for_epoch(item.leader_epoch)
+        epoch, end_offset = partition.last_offset_for_leader_epoch(item.leader_epoch)
         return {"leader_epoch": epoch, "end_offset": end_offset}
 
     m = response_module(API_KEY, ctx.api_version)

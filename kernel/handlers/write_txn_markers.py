@@ -1,13 +1,8 @@
 """WriteTxnMarkers (key 27): the transaction coordinator ends a transaction on the
-partitions it touched by writing a commit or abort marker (a control batch) to each.
-
-As Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``: every marker is appended to the
-local leader with acks=all semantics and the answer waits in the Produce purgatory until
-the high watermark passes it (``request.timeout.ms``, 30 s, then REQUEST_TIMED_OUT). A
-partition of a coordinator's internal topic (``__consumer_offsets``) is not appended
-here: the coordinator that owns it writes the marker through its runtime and applies it
-to its state (Kafka's ``GroupCoordinator.completeTransaction``). The same code serves
-``PluginServices.write_txn_markers``, the transaction coordinator's local path.
+partitions it touched by writing a commit or abort marker (a control batch) to each; the
+markers are written by ``kernel.coordination.txn_markers`` (which also serves
+``PluginServices.write_txn_markers``, the coordinator's local path). Needs ALTER or
+CLUSTER_ACTION on the cluster.
 
 Versions: Kafka 4.x serves 1-2; v2 adds a marker's TransactionVersion (KIP-1228, the
 log checks a TV2 marker's epoch strictly), which the log does not check yet, so only v1
@@ -16,157 +11,21 @@ is served and advertised.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kernel.coordination.txn_markers import write_txn_markers
 from kernel.hookspecs import CLUSTER_NAME
-from kernel.log import AppendOrigin
 from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.protocol.records import ControlRecordType, build_control_batch
-from kernel.purgatory import DelayedResponse
-from kernel.replica.partition import Partition
 from kernel.requests import RequestContext
-from kernel.services import BrokerServices, TransactionResult, TxnMarker, TxnMarkerResult
+from kernel.services import TransactionResult, TxnMarker, TxnMarkerResult
 
 API_KEY = 27
 MIN_VERSION = 1
 MAX_VERSION = 1
 
-# Kafka's request.timeout.ms default: how long a marker waits to be committed.
-MARKER_TIMEOUT_MS = 30_000
-
-# A coordinator that is not ready answers with these; the transaction coordinator
-# expects NOT_LEADER_OR_FOLLOWER and retries (as Kafka translates them).
-_COORDINATOR_NOT_READY = frozenset({ErrorCode.coordinator_not_available,
-                                    ErrorCode.coordinator_load_in_progress,
-                                    ErrorCode.not_coordinator})
-
 TopicPartition = tuple[str, int]
-
-
-class _Append:
-    """One marker appended to one partition, waiting for its commit; its outcome goes
-    into its marker's ``errors``."""
-
-    __slots__ = ("error", "errors", "partition", "required_offset", "tp")
-
-    def __init__(self, errors: dict[TopicPartition, ErrorCode], tp: TopicPartition,
-                 partition: Partition, required_offset: int) -> None:
-        self.errors = errors
-        self.tp = tp
-        self.partition = partition
-        self.required_offset = required_offset
-        self.error = ErrorCode.none
-
-    def committed(self) -> bool:
-        return self.partition.high_watermark >= self.required_offset
-
-
-class _DelayedMarkers(DelayedResponse):
-    """Waits until every appended marker is below its partition's high watermark."""
-
-    def __init__(self, timeout_ms: int, appends: list[_Append]) -> None:
-        super().__init__(timeout_ms)
-        self.appends = appends
-
-    def try_complete(self) -> bool:
-        for a in self.appends:
-            if a.error == ErrorCode.none and not a.partition.is_leader:
-                a.error = ErrorCode.not_leader_or_follower
-        if all(a.error != ErrorCode.none or a.committed() for a in self.appends):
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        for a in self.appends:
-            if a.error == ErrorCode.none and not a.committed():
-                a.error = ErrorCode.request_timed_out
-        super().on_complete()
-
-
-async def write_markers(services: BrokerServices, markers: Sequence[TxnMarker], *,
-                        timeout_ms: int = MARKER_TIMEOUT_MS) -> list[TxnMarkerResult]:
-    """Write every marker to its partitions; a result per marker, in order, once each
-    partition's marker is committed or has failed."""
-    replicas = services.replicas
-    coordinators = services.coordinators
-    now_ms = time.time_ns() // 1_000_000
-    errors: list[dict[TopicPartition, ErrorCode]] = [{} for _ in markers]
-    appends: list[_Append] = []
-    delegated: list[tuple[dict[TopicPartition, ErrorCode], TopicPartition,
-                          asyncio.Future[None]]] = []
-    for marker, marker_errors in zip(markers, errors, strict=True):
-        kind = (ControlRecordType.COMMIT if marker.result is TransactionResult.COMMIT
-                else ControlRecordType.ABORT)
-        for tp in marker.partitions:
-            topic, index = tp
-            marker_errors[tp] = ErrorCode.none  # the answer keeps the request's order
-            partition = replicas.get_partition(topic, index)
-            if partition is None:
-                marker_errors[tp] = ErrorCode.unknown_topic_or_partition
-                continue
-            complete = coordinators.transaction_completer(topic)
-            if complete is not None:
-                # Started now, so every partition's marker is written before any wait.
-                try:
-                    completion = asyncio.ensure_future(complete(
-                        index, marker.producer_id, marker.producer_epoch,
-                        marker.coordinator_epoch, marker.result, timeout_ms))
-                except KafkaError as e:
-                    marker_errors[tp] = _coordinator_error(e.error_code)
-                    continue
-                # Its outcome is read below, unless this wait is cancelled first (the
-                # connection went away): then it must not be reported as unretrieved.
-                completion.add_done_callback(_retrieve)
-                delegated.append((marker_errors, tp, completion))
-                continue
-            batch = build_control_batch(
-                kind, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-                coordinator_epoch=marker.coordinator_epoch, timestamp=now_ms)
-            try:
-                if not partition.is_leader:
-                    raise KafkaError(ErrorCode.not_leader_or_follower,
-                                     f"this broker is not the leader of {topic}-{index}")
-                info = replicas.append_records(partition, batch, -1, now_ms,
-                                               origin=AppendOrigin.COORDINATOR)
-            except KafkaError as e:
-                marker_errors[tp] = e.error_code
-                services.log.debug("transaction marker not written", topic=topic,
-                                   partition=index, producer_id=marker.producer_id,
-                                   error=e.error_code.name, reason=e.message)
-                continue
-            appends.append(_Append(marker_errors, tp, partition, info.last_offset + 1))
-    pending = [a for a in appends if not a.committed()]
-    if pending:
-        op = _DelayedMarkers(timeout_ms, pending)
-        await op.wait_in(services.produce_purgatory, [a.partition.key for a in pending])
-    for append in appends:
-        append.errors[append.tp] = append.error
-    for marker_errors, tp, completion in delegated:
-        marker_errors[tp] = await _completion_error(completion)
-    return [TxnMarkerResult(m.producer_id, e) for m, e in zip(markers, errors, strict=True)]
-
-
-async def _completion_error(completion: asyncio.Future[None]) -> ErrorCode:
-    try:
-        await completion
-    except KafkaError as e:
-        return _coordinator_error(e.error_code)
-    return ErrorCode.none
-
-
-def _retrieve(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-def _coordinator_error(code: ErrorCode) -> ErrorCode:
-    return ErrorCode.not_leader_or_follower if code in _COORDINATOR_NOT_READY else code
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -186,7 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _answer(ctx: RequestContext, markers: list[TxnMarker]) -> Any:
-    return _response(ctx, await write_markers(ctx.services, markers))
+    return _response(ctx, await write_txn_markers(ctx.services, markers))
 
 
 def _response(ctx: RequestContext, results: list[TxnMarkerResult]) -> Any:

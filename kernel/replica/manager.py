@@ -4,7 +4,9 @@ It follows the cluster image: a partition whose replicas include this broker get
 log and a Partition (leader or follower as the image says); a deleted topic's logs are
 deleted; changed topic configs reach the logs. Every append to a leader goes through
 :meth:`ReplicaManager.append_records` (Kafka's ``appendRecords``), whoever the writer:
-Produce and the coordinators alike. Appends, high-watermark moves and follower fetches
+Produce and the coordinators alike; Produce's policy around it (KIP-890 verification,
+the flush and acks decision, DelayedProduce) is :meth:`ReplicaManager.handle_produce_append`
+(Kafka's ``handleProduceAppend``). Appends, high-watermark moves and follower fetches
 wake the operations waiting in the Produce, Fetch and DeleteRecords purgatories.
 After applying an image it publishes each local replica's change of role (leader,
 follower, deleted) to its leadership listeners.
@@ -23,20 +25,32 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from kernel.cluster import NO_LEADER, ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
-from kernel.log.validator import AppendOrigin
+from kernel.log.validator import AppendOrigin, RecordValidationError
+from kernel.log.volume import volume_bytes
 from kernel.metrics import BrokerMetrics
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
 from kernel.replica.leadership import LeadershipChange, LeadershipListener, Role
 from kernel.replica.partition import Partition
+from kernel.replica.produce_append import (
+    DelayedProduce,
+    ProducePartitionStatus,
+    TransactionSupportedOperation,
+    TransactionVerifier,
+    Verifying,
+    first_transactional_batches,
+    verify_transactions,
+)
 from kernel.replica.replication_quota import ReplicationQuotas
 
 # An image that adds or removes more logs than this here is applied by a task, after the
@@ -50,9 +64,37 @@ if TYPE_CHECKING:
     from kernel.log import LogAppendInfo
 
 TopicPartition = tuple[str, int]
+# The log's producer-state checks: Kafka answers them with the log start offset
+# (ReplicaManager's catch-all, processFailedRecord).
+_PRODUCER_STATE_ERRORS = frozenset({ErrorCode.out_of_order_sequence_number,
+                                    ErrorCode.invalid_producer_epoch})
 # The metadata backend's alter_partition: (topic, partition, isr, leader_epoch,
 # partition_epoch) -> the new state.
 AlterPartition = Callable[[str, int, tuple[int, ...], int, int], Awaitable[PartitionState]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """One log in a log dir, as DescribeLogDirs tells it."""
+
+    topic: str
+    partition: int
+    size: int
+    # The high watermark's lead over the log end (Kafka's getLogEndOffsetLag); -1 for a
+    # log no replica here owns (DescribeLogDirsResponse.INVALID_OFFSET_LAG).
+    offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """One directory of log.dirs (Kafka's DescribeLogDirsResult): KAFKA_STORAGE_ERROR
+    with -1 sizes when its volume cannot be read."""
+
+    path: str
+    error: ErrorCode
+    total_bytes: int
+    usable_bytes: int
+    logs: tuple[ReplicaLogInfo, ...]
 
 
 class Follower(Protocol):
@@ -85,7 +127,12 @@ class ReplicaManager:
         plugins: ReplicaObservers,
         logger: Any,
         metrics: BrokerMetrics | None = None,
+        *,
+        config: BrokerConfig | None = None,
+        transaction_verifier: Callable[[], TransactionVerifier | None] | None = None,
     ) -> None:
+        """``transaction_verifier``: the registered transaction coordinator's KIP-890
+        verification, looked up per request (Kafka's AddPartitionsToTxnManager)."""
         self.broker_id = broker_id
         self.logs = log_manager
         self.produce_purgatory = produce_purgatory
@@ -103,6 +150,10 @@ class ReplicaManager:
             collections.deque())
         self._applier: asyncio.Task[None] | None = None
         self.replication_quotas = ReplicationQuotas(broker_id, metrics)
+        self._metrics = metrics
+        self._transaction_verifier = transaction_verifier
+        self._verify_transactions = (config is None
+                                     or config.transaction_partition_verification_enable)
 
     def start_replication(self, follower: Follower, alter_partition: AlterPartition) -> None:
         """From now on followed partitions are fetched through ``follower`` and ISR
@@ -286,6 +337,7 @@ class ReplicaManager:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Broker-level defaults changed (dynamic broker configs): refresh every log."""
         self.logs.update_broker_config(config)
+        self._verify_transactions = config.transaction_partition_verification_enable
         self.replication_quotas.reconfigure(config)
 
     # -- leadership events -------------------------------------------------
@@ -326,6 +378,30 @@ class ReplicaManager:
                              f"this server does not host {topic}-{partition}")
         raise KafkaError(ErrorCode.not_leader_or_follower,
                          f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+
+    def describe_log_dirs(self, partitions: Container[TopicPartition] | None,
+                          ) -> list[LogDirInfo]:
+        """Kafka's describeLogDirs: each log dir with its volume's sizes and the logs
+        it holds (all, or those of ``partitions``)."""
+        described: list[LogDirInfo] = []
+        for directory, logs in self.logs.logs_by_dir().items():
+            path = os.path.abspath(directory)
+            try:
+                total, usable = volume_bytes(directory)
+            except OSError:
+                described.append(LogDirInfo(path, ErrorCode.kafka_storage_error, -1, -1, ()))
+                continue
+            described.append(LogDirInfo(path, ErrorCode.none, total, usable, tuple(
+                ReplicaLogInfo(log.topic, log.partition, log.size, self._offset_lag(log))
+                for log in logs
+                if partitions is None or (log.topic, log.partition) in partitions)))
+        return described
+
+    def _offset_lag(self, log: Any) -> int:
+        partition = self.partitions.get((log.topic, log.partition))
+        if partition is None:
+            return -1
+        return max(partition.high_watermark - log.log_end_offset, 0)
 
     # -- wake-ups -----------------------------------------------------------
 
@@ -396,6 +472,114 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self._plugins.high_watermark_changed(partition.topic, partition.partition, high_watermark)
+
+    # -- Produce --------------------------------------------------------------
+
+    def handle_produce_append(
+        self, statuses: Sequence[ProducePartitionStatus], required_acks: int,
+        timeout_ms: int, now_ms: int, image: ClusterImage, transactional_id: str | None,
+        operation: TransactionSupportedOperation,
+    ) -> Awaitable[None] | None:
+        """Append a Produce request's partitions (those the handler did not refuse) and
+        fill in each status, as Kafka's ``handleProduceAppend`` and ``appendRecords``:
+
+        1. a transactional batch that would open its producer's transaction here waits
+           for the transaction coordinator's verification (KIP-890), when
+           transaction.partition.verification.enable;
+        2. :meth:`_append_to_local_log`: each partition through :meth:`append_records`;
+        3. :meth:`_maybe_wait`: flush.messages reached, or acks=-1 not yet replicated.
+
+        Returns None when every status is final (the hot path: no coroutine, no await),
+        else what to await first."""
+        if transactional_id is not None and self._verify_transactions and \
+                self._transaction_verifier is not None:
+            verifier = self._transaction_verifier()
+            if verifier is not None:
+                verifying = first_transactional_batches(self, statuses, image)
+                if verifying:
+                    return self._verify_then_append(
+                        statuses, required_acks, timeout_ms, now_ms, image,
+                        verifier, transactional_id, verifying, operation)
+        self._append_to_local_log(statuses, required_acks, now_ms, image)
+        return self._maybe_wait(statuses, required_acks, timeout_ms)
+
+    async def _verify_then_append(
+        self, statuses: Sequence[ProducePartitionStatus], required_acks: int,
+        timeout_ms: int, now_ms: int, image: ClusterImage, verifier: TransactionVerifier,
+        transactional_id: str, verifying: list[Verifying],
+        operation: TransactionSupportedOperation,
+    ) -> None:
+        await verify_transactions(verifier, transactional_id, verifying, operation)
+        self._append_to_local_log(statuses, required_acks, now_ms, image)
+        waiting = self._maybe_wait(statuses, required_acks, timeout_ms)
+        if waiting is not None:
+            await waiting
+
+    def _append_to_local_log(self, statuses: Sequence[ProducePartitionStatus],
+                             required_acks: int, now_ms: int, image: ClusterImage) -> None:
+        """Kafka's ``appendToLocalLog``: each partition's append, its failure mapped to
+        the answer (``processFailedRecord``), its records counted."""
+        metrics = self._metrics
+        for s in statuses:
+            if s.error != ErrorCode.none:
+                continue
+            partition: Partition | None = None
+            try:
+                assert s.topic is not None  # an entry without a name was refused
+                partition = self.leader_partition(s.topic, s.index, image)
+                if s.records is None:
+                    raise KafkaError(ErrorCode.invalid_record, "null records")
+                info = self.append_records(partition, s.records, required_acks, now_ms)
+            except KafkaError as e:
+                s.error = e.error_code
+                s.message = e.message
+                if partition is not None:
+                    if isinstance(e, RecordValidationError):
+                        s.record_errors = e.record_errors
+                        s.log_start_offset = partition.log_start_offset
+                    elif e.error_code in _PRODUCER_STATE_ERRORS:
+                        s.log_start_offset = partition.log_start_offset
+                continue
+            if metrics is not None:
+                metrics.records_in(s.topic, info.records_count, len(s.records))
+            s.base_offset = info.first_offset
+            s.log_append_time = info.log_append_time
+            s.log_start_offset = info.log_start_offset
+            s.required_offset = info.last_offset + 1
+            s.partition = partition
+
+    def _maybe_wait(self, statuses: Sequence[ProducePartitionStatus], required_acks: int,
+                    timeout_ms: int) -> Awaitable[None] | None:
+        """What the answer waits for, if anything. acks=0 has no answer to hold."""
+        if required_acks == 0:
+            return None
+        # flush.messages reached (e.g. 1: fsync every message): as Kafka, the append is
+        # acknowledged only once it is on disk; the fsync runs off the event loop.
+        must_flush = [s.partition for s in statuses if s.partition is not None
+                      and s.partition.log.unflushed_messages
+                      >= s.partition.log.config.flush_messages]
+        if must_flush or (required_acks == -1 and not all(s.replicated() for s in statuses)):
+            return self._wait_for_durability(statuses, required_acks, timeout_ms, must_flush)
+        return None
+
+    async def _wait_for_durability(self, statuses: Sequence[ProducePartitionStatus],
+                                   required_acks: int, timeout_ms: int,
+                                   must_flush: list[Partition]) -> None:
+        for partition in must_flush:
+            await self.logs.flush_log(partition.log)
+        if required_acks == -1:
+            await self.wait_for_replication(statuses, timeout_ms)
+
+    async def wait_for_replication(self, statuses: Sequence[ProducePartitionStatus],
+                                   timeout_ms: int) -> None:
+        """acks=-1's wait (Kafka's DelayedProduce, also WriteTxnMarkers'): until the high
+        watermark passes each appended status's ``required_offset``, else the status
+        says why (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND). Returns at once when all are replicated."""
+        if all(s.replicated() for s in statuses):
+            return
+        await DelayedProduce(timeout_ms, statuses).wait_in(
+            self.produce_purgatory, [s.partition.key for s in statuses if s.partition is not None])
 
     # -- appends ----------------------------------------------------------
 

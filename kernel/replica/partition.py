@@ -105,6 +105,19 @@ class Partition:
         return int(self.log.last_stable_offset(self.high_watermark))
 
     @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """The topic's min.insync.replicas, as its log has it."""
+        return int(self.log.config.min_insync_replicas)
+
+    @property
     def isr(self) -> tuple[int, ...]:
         return self.state.isr if self.state is not None else ()
 
@@ -122,7 +135,7 @@ class Partition:
         produces are refused (Kafka's isUnderMinIsr)."""
         state = self.state
         return (state is not None and state.leader == self.local_broker_id
-                and len(state.isr) < self.log.config.min_insync_replicas)
+                and len(state.isr) < self.min_insync_replicas)
 
     # -- role changes (driven by the cluster image) ---------------------------
 
@@ -292,6 +305,55 @@ class Partition:
         self.log.truncate_to(offset)
         if self.high_watermark > self.log.log_end_offset:
             self.high_watermark = self.log.log_end_offset
+
+    # -- reads (Fetch, ListOffsets, OffsetForLeaderEpoch, DescribeProducers) -----------
+
+    def read_records(self, fetch_offset: int, max_bytes: int, max_offset: int,
+                     min_one_batch: bool) -> Any:
+        """The log's batches from ``fetch_offset`` below ``max_offset`` (Kafka's
+        readRecords): a FetchDataInfo, a large read as a slice of the segment file."""
+        return self.log.read(fetch_offset, max_bytes, max_offset,
+                             min_one_batch=min_one_batch, zero_copy=True)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_offset: int) -> Any:
+        """The aborted transactions overlapping [start, upper) (read_committed fetches)."""
+        return self.log.collect_aborted_transactions(start_offset, upper_offset)
+
+    def convert_to_offset_metadata(self, offset: int) -> Any:
+        """Segment and position of ``offset``: a delayed fetch measures bytes with it."""
+        return self.log.convert_to_offset_metadata(offset)
+
+    def fetch_offset_for_timestamp(self, timestamp: int) -> Any:
+        """ListOffsets' lookup (Kafka's fetchOffsetForTimestamp): a TimestampAndOffset,
+        or None where no record answers."""
+        return self.log.fetch_offset_for_timestamp(timestamp)
+
+    def last_offset_for_leader_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (Kafka's lastOffsetForLeaderEpoch): (epoch, end offset),
+        (-1, -1) when unknown."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def active_producers(self) -> list[Any]:
+        """Each producer id's state in this replica's log (Kafka's
+        activeProducerState; leader or follower alike)."""
+        return list(self.log.producer_state.producers.values())
+
+    # -- DeleteRecords (leader) -------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Kafka's deleteRecordsOnLeader: move the log start offset to ``offset`` (-1:
+        the high watermark); a topic without cleanup.policy=delete refuses
+        (POLICY_VIOLATION), an offset above the high watermark too (OFFSET_OUT_OF_RANGE).
+        Returns the offset the low watermark must reach."""
+        config = self.log.config
+        if not config.delete:
+            raise KafkaError(ErrorCode.policy_violation,
+                             f"records of {self} cannot be deleted: cleanup.policy is "
+                             f"{','.join(config.cleanup_policy)}")
+        hw = self.high_watermark
+        requested = hw if offset == -1 else offset
+        self.log.delete_records_before(requested, high_watermark=hw)
+        return requested
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320 fencing of requests that carry the leader epoch the client knows."""

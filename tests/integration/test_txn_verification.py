@@ -9,6 +9,7 @@ transaction.partition.verification.enable off the broker appends as before."""
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -125,3 +126,47 @@ def test_verification_can_be_turned_off(broker_factory: Callable[..., EmbeddedBr
     b = broker_factory({"transaction.partition.verification.enable": False})
     create_topic(b.bootstrap, TOPIC)
     assert produce(b, "v-off", 5, 0, 0).error_code == ErrorCode.none
+
+
+def test_verification_follows_the_dynamic_broker_config(
+        broker_factory: Callable[..., EmbeddedBroker]) -> None:
+    """transaction.partition.verification.enable is dynamic, as in Kafka: set off for
+    the broker, the next unverified transactional batch is appended; set on again, it is
+    refused. (The replica manager holds the setting since Produce's policy moved there.)"""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    b = _start(broker_factory)
+    assert b.broker is not None
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def set_verification(value: str) -> None:
+        resource = ConfigResource(ResourceType.BROKER, str(b.broker.config.broker_id),
+                                  incremental_configs=[ConfigEntry(
+                                      "transaction.partition.verification.enable", value,
+                                      incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource], request_timeout=15)[resource].result(15)
+
+    def answered(producer_id: int, accepted: bool) -> bool:
+        """Whether a first transactional batch of ``producer_id`` is soon answered as
+        ``accepted`` says (the changed config reaches the broker through the image)."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            error = produce(b, "v-dynamic", producer_id, 0, 0).error_code
+            if (error == ErrorCode.none) == accepted:
+                return True
+            time.sleep(0.05)
+        return False
+
+    assert produce(b, "v-dynamic", 5, 0, 0).error_code != ErrorCode.none
+    set_verification("false")
+    assert answered(5, accepted=True)
+    assert high_watermark(b) == 1
+    set_verification("true")
+    assert answered(6, accepted=False)
+    assert high_watermark(b) == 1

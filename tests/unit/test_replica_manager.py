@@ -1,5 +1,6 @@
 """The replica manager on real logs in a temporary directory, without a broker: its one
 append path (checks, the log_appended hook before the high watermark moves, wake-ups),
+Produce's append (handle_produce_append: answered at once, or waiting for the ISR),
 the leadership events it publishes after applying a cluster image, the log's open
 transactions holding back the last stable offset, and the coordinator partition writer
 built on it."""
@@ -32,6 +33,7 @@ from kernel.protocol.records import (
 from kernel.purgatory import DelayedOperation, Purgatory, Timer
 from kernel.replica.leadership import LeadershipChange, Role
 from kernel.replica.manager import ReplicaManager
+from kernel.replica.produce_append import ProducePartitionStatus, TransactionSupportedOperation
 
 BROKER = 1
 TOPIC_ID = uuid.UUID(int=7)
@@ -164,6 +166,55 @@ def test_appends_refused_append_nothing(replicas: Replicas) -> None:
         replicas.manager.append_records(leader, b"\0" * 70, 1, 1_000)
     assert info.value.error_code == ErrorCode.corrupt_message
     assert leader.log.log_end_offset == 0 and replicas.observer.events == []
+
+
+def produce(replicas: Replicas, statuses: list[ProducePartitionStatus], acks: int,
+            timeout_ms: int = 60_000) -> Any:
+    assert replicas.image is not None
+    return replicas.manager.handle_produce_append(
+        statuses, acks, timeout_ms, 1_000, replicas.image, None,
+        TransactionSupportedOperation.ADD_PARTITION)
+
+
+def test_produce_append_answers_at_once_without_a_wait(replicas: Replicas) -> None:
+    replicas.apply({"t": {0: state()}, "f": {0: state(leader=2)}})
+    ok, follower, absent, refused = (
+        ProducePartitionStatus("t", 0, batch(b"a", b"b")),
+        ProducePartitionStatus("f", 0, batch(b"a")),
+        ProducePartitionStatus("absent", 0, batch(b"a")),
+        ProducePartitionStatus("t", 0, batch(b"a"), error=ErrorCode.topic_authorization_failed))
+    # acks=1 with nothing to flush: no coroutine, every status final.
+    assert produce(replicas, [ok, follower, absent, refused], 1) is None
+    assert (ok.error, ok.base_offset, ok.required_offset, ok.log_start_offset) == (
+        ErrorCode.none, 0, 2, 0)
+    assert follower.error == ErrorCode.not_leader_or_follower
+    assert absent.error == ErrorCode.unknown_topic_or_partition
+    # A status the handler refused is left alone and appends nothing.
+    assert refused.base_offset == -1 and ok.partition is not None
+    assert ok.partition.log_end_offset == 2
+
+
+def test_produce_append_with_acks_all_waits_for_the_isr(replicas: Replicas) -> None:
+    replicas.apply({"t": {0: state(isr=(BROKER, 2))}})
+    p = replicas.manager.get_partition("t", 0)
+    assert p is not None
+
+    async def scenario() -> tuple[ErrorCode, ErrorCode]:
+        replicated = ProducePartitionStatus("t", 0, batch(b"a"))
+        waiting = produce(replicas, [replicated], -1)
+        assert waiting is not None
+        task = asyncio.ensure_future(waiting)
+        await asyncio.sleep(0.05)
+        assert not task.done() and replicated.error == ErrorCode.none
+        replicas.manager.follower_fetched(p, 2, 1, 0)  # the follower has offset 0
+        await asyncio.wait_for(task, 5)
+        unreplicated = ProducePartitionStatus("t", 0, batch(b"b"))
+        late = produce(replicas, [unreplicated], -1, timeout_ms=20)
+        assert late is not None
+        await asyncio.wait_for(late, 5)
+        return replicated.error, unreplicated.error
+
+    assert asyncio.run(scenario()) == (ErrorCode.none, ErrorCode.request_timed_out)
 
 
 def test_leadership_events_follow_the_image(replicas: Replicas) -> None:
