@@ -20,8 +20,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from kernel.client_quotas import QuotaEntity, QuotaValues
-from kernel.cluster import (
+from kernel.api.cluster import (
     CLUSTER_METADATA_PROHIBITED,
     CLUSTER_METADATA_TOPIC,
     NO_LEADER,
@@ -33,12 +32,13 @@ from kernel.cluster import (
     NewTopic,
     PartitionOutcome,
     PartitionState,
+    QuotaEntity,
+    QuotaValues,
     ScramCredential,
     TopicImage,
     TopicPartition,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.replication_control import (
+from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
@@ -46,6 +46,7 @@ from kernel.replication_control import (
     reassignment,
     requested_election,
 )
+from kernel.api.errors import ErrorCode, KafkaError
 
 from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
 from .log import MetadataLog

@@ -32,8 +32,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from kernel.client_quotas import QuotaEntity, QuotaValues
-from kernel.cluster import (
+from kernel.api.cluster import (
     NO_LEADER,
     AclBinding,
     BrokerRegistration,
@@ -43,12 +42,13 @@ from kernel.cluster import (
     NewTopic,
     PartitionOutcome,
     PartitionState,
+    QuotaEntity,
+    QuotaValues,
     ScramCredential,
     TopicImage,
     TopicPartition,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.replication_control import (
+from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
@@ -56,6 +56,7 @@ from kernel.replication_control import (
     reassignment,
     requested_election,
 )
+from kernel.api.errors import ErrorCode, KafkaError
 
 from .cache import ZnodeCache
 from .controller import ELECTION_PATHS, ZkController
