@@ -90,7 +90,7 @@ def _retrieve_result(task: asyncio.Task[Any]) -> None:
 
 class KRaftMetadataBackend:
     """Metadata log + controller of a single-node KRaft quorum; implements
-    ``kernel.cluster.MetadataBackend``.
+    ``kernel.api.cluster.MetadataBackend``.
 
     :param metadata_log_dir: Kafka's ``metadata.log.dir``; the log lives in its
         ``__cluster_metadata-0`` subdirectory.

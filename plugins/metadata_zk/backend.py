@@ -118,7 +118,7 @@ class BrokerIdInUse(Exception):
 
 
 class ZkMetadataBackend:
-    """Implements ``kernel.cluster.MetadataBackend`` on Kafka's ZooKeeper layout.
+    """Implements ``kernel.api.cluster.MetadataBackend`` on Kafka's ZooKeeper layout.
 
     :param zk: the ZooKeeper session (not started).
     :param broker_id: this broker's ``broker.id``.

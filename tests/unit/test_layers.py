@@ -5,6 +5,7 @@ plugins, spark and admin importing only kernel.api of the kernel."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -54,3 +55,17 @@ def test_plugins_may_import_only_kernel_api() -> None:
     assert contract["allow_indirect_imports"] is True
     forbidden = set(contract["forbidden_modules"])
     assert forbidden == _kernel_top_level() - {"kernel.api"}
+
+
+def test_the_readme_plugin_example_imports_only_kernel_api() -> None:
+    """The example a plugin author copies (tests/plugins/hello_plugin.py, the README's
+    copy) is outside the import contracts' packages: read its imports here."""
+    example = ROOT / "tests" / "plugins" / "hello_plugin.py"
+    imported = set()
+    for node in ast.walk(ast.parse(example.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    kernel = {m for m in imported if m == "kernel" or m.startswith("kernel.")}
+    assert kernel and all(m.startswith("kernel.api.") for m in kernel), sorted(kernel)
