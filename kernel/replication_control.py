@@ -1,8 +1,9 @@
 """The controller's rules, written once for every metadata backend (Kafka's
 ReplicationControlManager and PartitionLeaderElectionAlgorithms): where new replicas
 go, what a CreateTopics or CreatePartitions assignment must satisfy, which ISR an
-AlterPartition may set, whom an election makes leader and what a reassignment adds and
-removes. Pure functions over the cluster image: a backend checks a change with them,
+AlterPartition may set, whom an election makes leader (asked for, or after brokers
+change), what a reassignment adds and removes and when it is complete, and which topics a
+deletion removes. Pure functions over the cluster image: a backend checks a change with them,
 then persists it (a metadata log record, a znode write) and watches it come back.
 Errors are Kafka's, in the words of its KRaft controller.
 """
@@ -10,6 +11,7 @@ Errors are Kafka's, in the words of its KRaft controller.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from kernel.cluster import (
@@ -144,6 +146,34 @@ def offline_election(replicas: Sequence[int], isr: Sequence[int], live: Collecti
     return None
 
 
+def initial_state(replicas: Sequence[int], live: Collection[int]
+                  ) -> tuple[int, tuple[int, ...]] | None:
+    """A new partition's (leader, ISR): its live replicas in assignment order, the first
+    leading; None while no replica is live (Kafka leaves it a NewPartition until one
+    is)."""
+    isr = tuple(r for r in replicas if r in live)
+    return (isr[0], isr) if isr else None
+
+
+def after_broker_change(leader: int, isr: Sequence[int], replicas: Sequence[int],
+                        live: Collection[int], *, unclean: bool,
+                        ) -> tuple[int, tuple[int, ...]] | None:
+    """A partition's (leader, ISR) once brokers came, went or left its replicas; None
+    when it stays. A dead leader, or one no longer a replica, is replaced by Kafka's
+    offline election (:func:`offline_election`); dead brokers and brokers no longer
+    replicas leave the ISR unless it would be empty; with no live ISR member (and no
+    unclean election) the partition has no leader and keeps its ISR, for its last
+    member to come back. Every change bumps the leader epoch (the caller's)."""
+    assigned = tuple(r for r in isr if r in replicas) or tuple(isr)
+    live_isr = tuple(r for r in assigned if r in live)
+    if leader != NO_LEADER and leader in live and leader in replicas:
+        return None if live_isr == tuple(isr) else (leader, live_isr)
+    elected = offline_election(replicas, assigned, live, unclean=unclean)
+    if elected is not None:
+        return elected
+    return None if leader == NO_LEADER else (NO_LEADER, assigned)
+
+
 # Kafka's controller answers ElectLeaders with ApiError(error), which carries the
 # error's default message (reassignments go through ApiError.fromThrowable, which drops
 # a message equal to the default: none there).
@@ -210,6 +240,39 @@ def reassignment(state: PartitionState | None, target: Sequence[int] | None,
                          "Replica assignment has brokers that are not alive. Replica list: "
                          f"{list(adding)}, live broker list: {sorted(live)}")
     return replicas, adding, tuple(r for r in replicas if r not in target)
+
+
+def completed_reassignment(leader: int, isr: Sequence[int], target: Sequence[int],
+                           live: Collection[int]) -> tuple[int, tuple[int, ...]] | None:
+    """A reassigned partition's (leader, ISR) once every target replica is in its ISR
+    (Kafka's phase B), None before: the removed replicas leave the ISR, the leader stays
+    when it is a live target, else the first live target in the ISR leads (Kafka's
+    ReassignPartitionLeaderElection; none: not yet). The leader epoch is bumped."""
+    if not set(target) <= set(isr):
+        return None
+    kept = tuple(r for r in isr if r in target)
+    if leader not in target or leader not in live:
+        elected = next((r for r in target if r in live and r in kept), None)
+        if elected is None:
+            return None
+        leader = elected
+    return leader, kept
+
+
+# Topic deletion.
+
+def topics_to_delete(image: ClusterImage, names: Sequence[str]) -> dict[str, uuid.UUID]:
+    """The topics a DeleteTopics removes, by name (each once) with the id it has now, so
+    a backend can tell a deleted topic from one created again under its name. Raises
+    UNKNOWN_TOPIC_OR_PARTITION for a name the image lacks, as Kafka's controller."""
+    found: dict[str, uuid.UUID] = {}
+    for name in names:
+        topic = image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"Topic '{name}' does not exist.")
+        found[name] = topic.topic_id
+    return found
 
 
 # Checks of CreateTopics and CreatePartitions.

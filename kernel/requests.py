@@ -132,6 +132,9 @@ class RequestContext:
     # The client's controller_mutation_rate, set by the dispatcher for the APIs it
     # applies to (CreateTopics, CreatePartitions, DeleteTopics) when such a quota is set.
     mutation_quota: ControllerMutationQuota = UNBOUNDED_MUTATION_QUOTA
+    # Set by a handler whose answer holds thousands of entries (one it built in slices):
+    # the dispatcher encodes it in a codec thread, as it does the answer to a big frame.
+    big_answer: bool = False
 
 
 Response = Any  # a kio response entity of the request's version

@@ -136,7 +136,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = await in_slices(checked()) if big else list(checked())
     await _delete(ctx, to_delete)
     if big:
-        return _response(ctx, await in_slices(_entries(ctx, results)))
+        entries = await in_slices(_entries(ctx, results))
+        ctx.big_answer = True
+        return _response(ctx, entries)
     return _respond(ctx, results)
 
 

@@ -34,7 +34,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _handle_in_slices(ctx: RequestContext, request: Any) -> Any:
     """Thousands of resources are described in slices that give the loop back."""
-    return _response(ctx, await in_slices(_results(ctx, request)))
+    results = await in_slices(_results(ctx, request))
+    ctx.big_answer = True
+    return _response(ctx, results)
 
 
 def _results(ctx: RequestContext, request: Any) -> Iterator[Any]:

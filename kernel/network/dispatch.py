@@ -302,7 +302,8 @@ class RequestDispatcher:
         if body is None:
             self._metrics.request_done(ctx.api_key, time.perf_counter() - started, ctx.size, 0)
             return None
-        if ctx.size >= OFF_LOOP_FRAME_BYTES and ctx.api_key not in RECORD_APIS:
+        if (ctx.size >= OFF_LOOP_FRAME_BYTES or ctx.big_answer) and \
+                ctx.api_key not in RECORD_APIS:
             return self._encoded_off_loop(ctx, body, started)
         frame = self.recent_responses.encode(ctx.api_key, ctx.api_version, ctx.correlation_id,
                                              body)

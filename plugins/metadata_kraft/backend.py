@@ -42,9 +42,11 @@ from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
+    initial_state,
     new_topic_assignment,
     reassignment,
     requested_election,
+    topics_to_delete,
 )
 from kernel.api.errors import ErrorCode, KafkaError
 
@@ -417,15 +419,9 @@ class KRaftMetadataBackend:
         await self._serialized(lambda: self._delete_topics(names))
 
     async def _delete_topics(self, names: list[str]) -> None:
-        image = self._image
-        records: list[MetadataRecord] = []
-        for name in dict.fromkeys(names):
-            topic = image.topics.get(name)
-            if topic is None:
-                raise KafkaError(
-                    ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
-                )
-            records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+        records: list[MetadataRecord] = [
+            RemoveTopicRecord(topic_id=topic_id)
+            for topic_id in topics_to_delete(self._image, names).values()]
         if records:
             await self._commit(records)
 
@@ -574,10 +570,10 @@ def _existing_topic(image: ClusterImage, name: str) -> TopicImage:
 def _partition_record(
     image: ClusterImage, topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]
 ) -> PartitionRecord:
-    isr = tuple(r for r in replicas if r in image.brokers)
+    leader, isr = initial_state(replicas, image.brokers) or (NO_LEADER, ())
     return PartitionRecord(
         topic_id=topic_id, partition=partition, replicas=replicas, isr=isr,
-        leader=isr[0] if isr else NO_LEADER, leader_epoch=0, partition_epoch=0,
+        leader=leader, leader_epoch=0, partition_epoch=0,
     )
 
 

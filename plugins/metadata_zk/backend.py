@@ -55,6 +55,7 @@ from kernel.api.controller import (
     new_topic_assignment,
     reassignment,
     requested_election,
+    topics_to_delete,
 )
 from kernel.api.errors import ErrorCode, KafkaError
 
@@ -388,19 +389,12 @@ class ZkMetadataBackend:
             raise errors[0]
 
     async def delete_topics(self, names: list[str]) -> None:
-        names = list(dict.fromkeys(names))
-        gone = {}
-        for name in names:
-            topic = self.image.topics.get(name)
-            if topic is None:
-                raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                                 f"Topic '{name}' does not exist.")
-            gone[name] = topic.topic_id
-        if not names:
+        gone = topics_to_delete(self.image, names)
+        if not gone:
             return
 
         def request() -> None:
-            for name in names:
+            for name in gone:
                 self._zk.create_if_absent(delete_topic_path(name))
 
         await self._write(request)

@@ -6,7 +6,9 @@ One broker at a time wins the election (a multi-op that creates /controller and 
 multi-op that first checks /controller_epoch still has that version, so a controller
 that lost its session (and its election) can no longer change anything. Its duties are
 level-triggered: after every change the watches deliver, it compares the cache with
-what should be and writes the difference:
+what should be and writes the difference. What should be is decided by the controller's
+rules (kernel/replication_control.py, shared with metadata_kraft); this module only
+reads the cache and writes znodes:
 
 - a partition of an assigned topic without a state gets one (leader: the first live
   replica, ISR: the live replicas, leader epoch 0);
@@ -40,7 +42,12 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from kernel.api.cluster import NO_LEADER, ElectionType, PartitionState
-from kernel.api.controller import offline_election, requested_election
+from kernel.api.controller import (
+    after_broker_change,
+    completed_reassignment,
+    initial_state,
+    requested_election,
+)
 from kernel.api.errors import KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
@@ -256,14 +263,15 @@ class ZkController:
         for partition, replicas in sorted(assignment.partitions.items()):
             state = topic.states.get(partition)
             if state is None:
-                isr = tuple(r for r in replicas if r in live)
-                if isr:  # no live replica: Kafka leaves it a NewPartition until one is
+                initial = initial_state(replicas, live)
+                if initial is not None:
                     ops.append(("create_state", name, partition, LeaderAndIsr(
-                        isr[0], 0, isr, self.epoch)))
+                        initial[0], 0, initial[1], self.epoch)))
                 continue
             if partition in adding or partition in removing:
                 target = tuple(r for r in replicas if r not in removing.get(partition, ()))
-                done = complete_reassignment(state, target, live, self.epoch)
+                done = _next(state, completed_reassignment(
+                    state.leader, state.isr, target, live), self.epoch)
                 if done is not None:
                     self._log.info("partition reassignment completed", topic=name,
                                    partition=partition, replicas=list(target))
@@ -273,7 +281,8 @@ class ZkController:
                     adding.pop(partition, None)
                     removing.pop(partition, None)
                     continue
-            new = elect_leader(state, replicas, live, self.epoch, unclean=unclean)
+            new = _next(state, after_broker_change(
+                state.leader, state.isr, replicas, live, unclean=unclean), self.epoch)
             if new is not None:
                 if new.leader != NO_LEADER and new.leader not in state.isr:
                     self._log.warning("unclean leader election", topic=name,
@@ -353,44 +362,13 @@ class ZkController:
         return False
 
 
-def elect_leader(state: LeaderAndIsr, replicas: tuple[int, ...], live: set[int],
-                 controller_epoch: int, *, unclean: bool = False) -> LeaderAndIsr | None:
-    """The new state of a partition after broker changes, None when it stays: a dead
-    leader (or one no longer a replica) is replaced as Kafka's
-    OfflinePartitionLeaderElection does (the first live replica in the ISR; with
-    ``unclean``, else the first live replica, alone in the ISR), dead brokers and
-    brokers no longer replicas leave the ISR unless it would be empty, and every change
-    bumps the leader epoch."""
-    isr = tuple(r for r in state.isr if r in replicas) or state.isr
-    live_isr = tuple(r for r in isr if r in live)
-    if state.leader != NO_LEADER and state.leader in live and state.leader in replicas:
-        if live_isr == state.isr:
-            return None
-        return LeaderAndIsr(state.leader, state.leader_epoch + 1, live_isr, controller_epoch)
-    elected = offline_election(replicas, isr, live, unclean=unclean)
-    if elected is not None:
-        leader, new_isr = elected
-        return LeaderAndIsr(leader, state.leader_epoch + 1, new_isr, controller_epoch)
-    if state.leader == NO_LEADER:
+def _next(state: LeaderAndIsr, change: tuple[int, tuple[int, ...]] | None,
+          controller_epoch: int) -> LeaderAndIsr | None:
+    """The state znode after a change the controller's rules decided: a new leader
+    epoch, written under this controller's epoch."""
+    if change is None:
         return None
-    return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, controller_epoch)
+    return LeaderAndIsr(change[0], state.leader_epoch + 1, change[1], controller_epoch)
 
 
-def complete_reassignment(state: LeaderAndIsr, target: tuple[int, ...], live: set[int],
-                          controller_epoch: int) -> LeaderAndIsr | None:
-    """The state of a reassigned partition once every target replica is in its ISR
-    (Kafka's phase B), None before: the removed replicas leave the ISR, the leader
-    stays when it is a live target, else the first live target in the ISR leads
-    (ReassignPartitionLeaderElection; none: not yet), the leader epoch is bumped."""
-    if not set(target) <= set(state.isr):
-        return None
-    isr = tuple(r for r in state.isr if r in target)
-    leader: int | None = state.leader
-    if leader not in target or leader not in live:
-        leader = next((r for r in target if r in live and r in isr), None)
-        if leader is None:
-            return None
-    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch)
-
-
-__all__ = ["DELETE_TOPICS", "ZkController", "complete_reassignment", "elect_leader"]
+__all__ = ["DELETE_TOPICS", "ZkController"]

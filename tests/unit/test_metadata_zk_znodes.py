@@ -8,9 +8,8 @@ import uuid
 
 import pytest
 
-from kernel.cluster import NO_LEADER, BrokerEndpoint, BrokerRegistration, ScramCredential
+from kernel.cluster import BrokerEndpoint, BrokerRegistration, ScramCredential
 from plugins.metadata_zk.cache import TopicZnodes
-from plugins.metadata_zk.controller import complete_reassignment, elect_leader
 from plugins.metadata_zk.watcher import topic_image
 from plugins.metadata_zk.zkclient import split_connect
 from plugins.metadata_zk.znodes import (
@@ -100,24 +99,6 @@ def test_connect_string_with_chroot() -> None:
     assert split_connect("a:1") == ("a:1", "")
 
 
-@pytest.mark.parametrize(("state", "live", "expected"), [
-    # leader alive, ISR whole: nothing to do
-    (LeaderAndIsr(1, 3, (1, 2), 1), {1, 2}, None),
-    # a follower died: it leaves the ISR, the epoch is bumped
-    (LeaderAndIsr(1, 3, (1, 2), 1), {1}, LeaderAndIsr(1, 4, (1,), 5)),
-    # the leader died: the first live ISR member in replica order leads
-    (LeaderAndIsr(1, 3, (1, 3, 2), 1), {2, 3}, LeaderAndIsr(2, 4, (3, 2), 5)),
-    # no live ISR member: no leader, the ISR kept for its last member to come back
-    (LeaderAndIsr(1, 3, (1,), 1), {2, 3}, LeaderAndIsr(NO_LEADER, 4, (1,), 5)),
-    (LeaderAndIsr(NO_LEADER, 4, (1,), 5), {2, 3}, None),
-    # ... and it does
-    (LeaderAndIsr(NO_LEADER, 4, (1,), 5), {1, 2}, LeaderAndIsr(1, 5, (1,), 5)),
-])
-def test_leader_election_from_the_isr(state: LeaderAndIsr, live: set[int],
-                                      expected: LeaderAndIsr | None) -> None:
-    assert elect_leader(state, (1, 2, 3), live, controller_epoch=5) == expected
-
-
 def test_a_topic_shows_once_every_partition_has_a_state() -> None:
     """Partition states arrive one watch at a time: clients (and the coordinators, which
     hash their keys over the partition count) must never see a count in between."""
@@ -138,23 +119,3 @@ def test_a_topic_shows_once_every_partition_has_a_state() -> None:
     grown = topic_image("t", topic, {2}, partial)
     assert grown is not None and len(grown.partitions) == 5
     assert grown.partitions[4].offline_replicas == (1,)
-
-
-def test_the_controller_trims_replicas_gone_from_the_assignment() -> None:
-    """After a cancelled reassignment the ISR may hold a replica no longer assigned, or
-    the leader may be one: it leaves, and the leader epoch is bumped."""
-    trimmed = elect_leader(LeaderAndIsr(1, 4, (1, 2, 3), 7), (1, 2), {1, 2, 3}, 8)
-    assert trimmed == LeaderAndIsr(1, 5, (1, 2), 8)
-    moved = elect_leader(LeaderAndIsr(3, 4, (3, 2), 7), (1, 2), {1, 2, 3}, 8)
-    assert moved == LeaderAndIsr(2, 5, (2,), 8)
-    assert elect_leader(LeaderAndIsr(1, 4, (1, 2), 7), (1, 2), {1, 2}, 8) is None
-    # Unclean: only when allowed, and the ISR is the new leader alone.
-    assert elect_leader(LeaderAndIsr(-1, 4, (1,), 7), (1, 2), {2}, 8) is None
-    assert elect_leader(LeaderAndIsr(-1, 4, (1,), 7), (1, 2), {2}, 8, unclean=True) == \
-        LeaderAndIsr(2, 5, (2,), 8)
-
-    assert complete_reassignment(LeaderAndIsr(1, 2, (1, 2), 7), (2, 3), {1, 2, 3}, 8) is None
-    assert complete_reassignment(LeaderAndIsr(1, 2, (1, 2, 3), 7), (2, 3), {1, 2, 3}, 8) == \
-        LeaderAndIsr(2, 3, (2, 3), 8)
-    assert complete_reassignment(LeaderAndIsr(3, 2, (1, 3, 2), 7), (2, 3), {1, 2, 3}, 8) == \
-        LeaderAndIsr(3, 3, (3, 2), 8)

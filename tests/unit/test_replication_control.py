@@ -1,6 +1,7 @@
-"""The checks kernel/replication_control.py runs for both metadata backends, before
-either persists a change: CreateTopics names and assignments, CreatePartitions and
-AlterPartition, with Kafka's KRaft controller's error codes."""
+"""The rules kernel/replication_control.py gives both metadata backends, before either
+persists a change: CreateTopics names and assignments, CreatePartitions, AlterPartition,
+elections, reassignment completion and deletions, with Kafka's KRaft controller's error
+codes."""
 
 from __future__ import annotations
 
@@ -10,13 +11,24 @@ from types import MappingProxyType
 
 import pytest
 
-from kernel.cluster import BrokerRegistration, ClusterImage, NewTopic, PartitionState, TopicImage
+from kernel.cluster import (
+    NO_LEADER,
+    BrokerRegistration,
+    ClusterImage,
+    NewTopic,
+    PartitionState,
+    TopicImage,
+)
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.replication_control import (
     NewTopicNames,
     added_partitions_assignment,
+    after_broker_change,
     check_alter_partition,
+    completed_reassignment,
+    initial_state,
     new_topic_assignment,
+    topics_to_delete,
 )
 
 STATE = PartitionState(partition=0, replicas=(1, 2, 3), isr=(1, 2), leader=1,
@@ -114,3 +126,64 @@ def test_alter_partition_refuses_unregistered_brokers_and_accepts_a_good_isr() -
     assert error_of(check_alter_partition, gone, "orders", 0, (1, 3), 4, 7) == \
         ErrorCode.ineligible_replica
     assert check_alter_partition(image(), "orders", 0, (1, 2, 3), 4, 7) == STATE
+
+
+# Elections after broker changes, reassignment completion, new partitions and deletions:
+# the rules both backends' controllers apply (a state is (leader, ISR); None: unchanged).
+
+@pytest.mark.parametrize(("leader", "isr", "live", "expected"), [
+    # leader alive, ISR whole: nothing to do
+    (1, (1, 2), {1, 2}, None),
+    # a follower died: it leaves the ISR
+    (1, (1, 2), {1}, (1, (1,))),
+    # the leader died: the first live ISR member in replica order leads
+    (1, (1, 3, 2), {2, 3}, (2, (3, 2))),
+    # no live ISR member: no leader, the ISR kept for its last member to come back
+    (1, (1,), {2, 3}, (NO_LEADER, (1,))),
+    (NO_LEADER, (1,), {2, 3}, None),
+    # ... and it does
+    (NO_LEADER, (1,), {1, 2}, (1, (1,))),
+])
+def test_election_after_broker_changes(leader: int, isr: tuple[int, ...], live: set[int],
+                                       expected: tuple[int, tuple[int, ...]] | None) -> None:
+    assert after_broker_change(leader, isr, (1, 2, 3), live, unclean=False) == expected
+
+
+def test_replicas_gone_from_the_assignment_leave_the_isr() -> None:
+    """After a cancelled reassignment the ISR may hold a replica no longer assigned, or
+    the leader may be one: it leaves."""
+    assert after_broker_change(1, (1, 2, 3), (1, 2), {1, 2, 3}, unclean=False) == (1, (1, 2))
+    assert after_broker_change(3, (3, 2), (1, 2), {1, 2, 3}, unclean=False) == (2, (2,))
+    assert after_broker_change(1, (1, 2), (1, 2), {1, 2}, unclean=False) is None
+
+
+def test_unclean_election_only_when_allowed() -> None:
+    assert after_broker_change(NO_LEADER, (1,), (1, 2), {2}, unclean=False) is None
+    assert after_broker_change(NO_LEADER, (1,), (1, 2), {2}, unclean=True) == (2, (2,))
+
+
+def test_a_reassignment_completes_once_every_target_is_in_the_isr() -> None:
+    assert completed_reassignment(1, (1, 2), (2, 3), {1, 2, 3}) is None
+    # the leader is leaving: the first live target in the ISR leads
+    assert completed_reassignment(1, (1, 2, 3), (2, 3), {1, 2, 3}) == (2, (2, 3))
+    # a live target leader stays
+    assert completed_reassignment(3, (1, 3, 2), (2, 3), {1, 2, 3}) == (3, (3, 2))
+    # no live target: not yet
+    assert completed_reassignment(1, (1, 2, 3), (2, 3), {1}) is None
+
+
+def test_a_new_partition_is_led_by_its_first_live_replica() -> None:
+    assert initial_state((3, 1, 2), {1, 2, 3}) == (3, (3, 1, 2))
+    assert initial_state((3, 1, 2), {1, 2}) == (1, (1, 2))
+    assert initial_state((3,), {1}) is None
+
+
+def test_deleting_topics_names_each_once_with_its_id() -> None:
+    cluster = image()
+    orders = cluster.topics["orders"].topic_id
+    assert topics_to_delete(cluster, ["orders", "orders"]) == {"orders": orders}
+    assert topics_to_delete(cluster, []) == {}
+    with pytest.raises(KafkaError) as refused:
+        topics_to_delete(cluster, ["orders", "missing"])
+    assert refused.value.error_code == ErrorCode.unknown_topic_or_partition
+    assert "Topic 'missing' does not exist." in str(refused.value)
