@@ -1,7 +1,8 @@
-"""Every hook Kafkernel calls: the only contract between the kernel and plugins.
+"""Every hook Kafkernel calls. Plugins read them, and take ``hookimpl``, through
+``kernel.api.hooks``: ``kernel.api`` is the whole contract between kernel and plugins.
 
 A plugin is a module or a class (instantiated once per broker) with functions marked
-``@kernel.hookimpl``. The kernel's own handlers are registered through these same hooks.
+``@hookimpl``. The kernel's own handlers are registered through these same hooks.
 Hooks are synchronous; a hook with async work returns an awaitable that the kernel
 awaits. ``kernel.plugins.PluginFacade`` has one typed method per hook, so callers never
 spell ``pm.hook.<name>`` themselves.

@@ -161,13 +161,19 @@ class ApiRegistry(Protocol):
 
 
 def register_handler_modules(registry: ApiRegistry, modules: Iterable[ModuleType],
-                             service: Callable[[], Any]) -> None:
-    """Register handler modules that each serve one API key (``API_KEY``,
-    ``MIN_VERSION``, ``MAX_VERSION``, ``handle(service, ctx, request)``), with
-    ``service()`` read per request: a plugin's service exists only once it started."""
+                             service: Callable[[], Any] | None = None) -> None:
+    """Register handler modules that each serve one API key: ``API_KEY``,
+    ``MIN_VERSION``, ``MAX_VERSION``, ``ADVERTISED_MIN_VERSION`` where ApiVersions lists
+    more than is served, and ``handle``. ``handle(ctx, request)`` is the
+    :data:`Handler` itself (the kernel's modules); with ``service`` it is
+    ``handle(service, ctx, request)``, ``service()`` read per request, since a plugin's
+    service exists only once it started."""
     for module in modules:
-        registry.register(module.API_KEY, _bound(module.handle, service),
-                          min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+        handler = module.handle if service is None else _bound(module.handle, service)
+        registry.register(module.API_KEY, handler,
+                          min_version=module.MIN_VERSION, max_version=module.MAX_VERSION,
+                          advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION",
+                                                         None))
 
 
 def _bound(handle: Callable[[Any, RequestContext, Any], Any],

@@ -38,6 +38,7 @@ from kernel.config import (
     schema_keys,
     toml_key,
 )
+from kernel.coordination.partition_writer import CoordinatorPartitionWriter
 from kernel.coordination.registry import Coordinators, RegistrationError
 from kernel.coordination.txn_markers import MARKER_TIMEOUT_MS, write_txn_markers
 from kernel.fetch_session import FetchSessionCache
@@ -73,7 +74,7 @@ from kernel.replica.fetcher import ReplicaFetcherManager
 from kernel.replica.manager import ReplicaManager
 from kernel.routing import Routes, RoutingError
 from kernel.sasl import SaslError, SaslMechanisms
-from kernel.services import TxnMarker, TxnMarkerResult
+from kernel.services import PartitionView, PartitionWriter, TxnMarker, TxnMarkerResult
 from kernel.terminal import ProgressBar
 
 SHUTDOWN_GRACE_S = 5.0
@@ -262,6 +263,14 @@ class Broker:
     async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> list[TxnMarkerResult]:
         """WriteTxnMarkers, called locally (``PluginServices.write_txn_markers``)."""
         return await write_txn_markers(self, markers)
+
+    def partition_writer(self) -> PartitionWriter:
+        """A coordinator's writer over the replicas (``PluginServices.partition_writer``)."""
+        return CoordinatorPartitionWriter(self.replicas)
+
+    def partition(self, topic: str, partition: int) -> PartitionView | None:
+        """The local replica, read-only (``PluginServices.partition``)."""
+        return self.replicas.get_partition(topic, partition)
 
     async def send_to_broker(self, broker_id: int, request: Any) -> Any:
         """A request to another broker (``PluginServices.send_to_broker``)."""

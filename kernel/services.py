@@ -1,15 +1,18 @@
-"""What request handlers and plugins see of the broker: two Protocols over the kernel's
-components, so neither reaches the whole ``Broker`` (``kernel.server``).
+"""What request handlers and plugins see of the broker: Protocols over the kernel's
+components, so none of them reaches the whole ``Broker`` (``kernel.server``).
 
-``BrokerServices`` is what a handler reads through ``RequestContext.services``: the
-cluster image and the metadata backend's changes, the replica manager, the log manager
-(flush), the purgatories a handler waits in, the fetch session cache, the effective and
-the loaded config, metrics, the logger and the routing table ApiVersions lists.
-``PluginServices`` is what the lifecycle hooks (``kafkernel_metadata_backend``,
-``kafkernel_startup``, ``kafkernel_shutdown``) get: the same plus a plugin's own
-settings, the broker's registration and the timer. The broker satisfies both as it is
-(no adapter on the request path); a test or a tool can hand a handler anything else
-that does.
+``RequestServices`` is what every handler, the kernel's or a plugin's, reads through
+``RequestContext.services``: the effective and the loaded config, the metadata backend
+(its cluster image), metrics, the logger and the registered coordinators.
+``BrokerServices`` adds what only the kernel's handlers use: the replica manager, the
+log manager (flush), the purgatories a handler waits in, the fetch session cache and the
+routing table ApiVersions lists. ``PluginServices`` is what the lifecycle hooks
+(``kafkernel_metadata_backend``, ``kafkernel_startup``, ``kafkernel_shutdown``) get:
+``RequestServices`` plus the broker's registration, the timer, inter-broker requests,
+transaction markers, a :class:`PartitionWriter` and a read-only :class:`PartitionView`
+per local replica; never the replica or log manager. The broker satisfies all three as
+it is (no adapter on the request path); a test or a tool can hand a handler anything
+else that does.
 
 This module sits just above the components it names and imports nothing from the
 layers that use it (routing, handlers, plugins, network, server): see
@@ -21,7 +24,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -35,11 +38,19 @@ from kernel.purgatory import Purgatory, Timer
 from kernel.replica.manager import ReplicaManager
 from kernel.replica.produce_append import TransactionVerifier
 
+if TYPE_CHECKING:
+    from kernel.replica.leadership import LeadershipListener
+
 __all__ = [
     "BrokerServices",
+    "CommitWait",
     "CoordinatorLookup",
+    "PartitionView",
+    "PartitionWriter",
     "PluginServices",
+    "RequestServices",
     "ServedApi",
+    "TopicPartition",
     "TransactionCompleter",
     "TransactionResult",
     "TransactionVerifier",
@@ -88,8 +99,8 @@ class ServedApi(Protocol):
     def max_version(self) -> int: ...
 
 
-class BrokerServices(Protocol):
-    """The broker as a request handler sees it."""
+class RequestServices(Protocol):
+    """The broker as every request handler, the kernel's or a plugin's, sees it."""
 
     @property
     def config(self) -> BrokerConfig:
@@ -107,6 +118,23 @@ class BrokerServices(Protocol):
         ...
 
     @property
+    def metrics(self) -> BrokerMetrics: ...
+    @property
+    def log(self) -> Any:
+        """The broker's structlog logger."""
+        ...
+
+    @property
+    def coordinators(self) -> CoordinatorLookup:
+        """The coordinator plugins registered per FindCoordinator key type."""
+        ...
+
+
+class BrokerServices(RequestServices, Protocol):
+    """The broker as the kernel's request handlers see it: the components plugins do
+    not reach."""
+
+    @property
     def replicas(self) -> ReplicaManager: ...
     @property
     def logs(self) -> LogManager: ...
@@ -122,13 +150,6 @@ class BrokerServices(Protocol):
         ...
 
     @property
-    def metrics(self) -> BrokerMetrics: ...
-    @property
-    def log(self) -> Any:
-        """The broker's structlog logger."""
-        ...
-
-    @property
     def refused_input_notices(self) -> Notices:
         """Rate limit for warnings about input a client can send on every request."""
         ...
@@ -138,10 +159,73 @@ class BrokerServices(Protocol):
         """The routing table, in API key order."""
         ...
 
+
+TopicPartition = tuple[str, int]
+
+
+class PartitionView(Protocol):
+    """A local replica as a plugin reads it (a ``replica.partition.Partition``)."""
+
     @property
-    def coordinators(self) -> CoordinatorLookup:
-        """The coordinator plugins registered per FindCoordinator key type."""
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def high_watermark(self) -> int:
+        """Records below it are committed and visible to consumers."""
         ...
+
+
+class CommitWait(Protocol):
+    """A wait started by :meth:`PartitionWriter.wait_until_committed`."""
+
+    @property
+    def is_completed(self) -> bool: ...
+
+    def force_complete(self) -> bool:
+        """End the wait now (its callback runs with whether the offset is committed);
+        False when it had already ended."""
+
+
+class PartitionWriter(Protocol):
+    """What a coordinator writes its internal topic through (Kafka's ``PartitionWriter``
+    with what its ``CoordinatorLoader`` reads): ``PluginServices.partition_writer()``
+    gives the kernel's, over the replica manager."""
+
+    def append(self, tp: TopicPartition, records: bytes) -> int:
+        """Append ``records`` (batches whose offsets the log assigns) to the local
+        leader replica with acks=all's checks (min.insync.replicas must hold); returns
+        the offset after the last record. Raises ``KafkaError`` and appends nothing
+        when the replica is not leader or the append is refused."""
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        """The local replica's high watermark; KafkaError when it is not hosted here."""
+
+    def wait_until_committed(self, tp: TopicPartition, offset: int, timeout_ms: int,
+                             on_done: Callable[[bool], None]) -> CommitWait:
+        """Call ``on_done(True)`` once the high watermark reaches ``offset`` (perhaps
+        before returning), ``on_done(False)`` after ``timeout_ms`` without. Waits on
+        one partition end in the order they started when one high-watermark move ends
+        several."""
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """Hear the current role of every local replica now, then each change."""
+
+    def remove_leadership_listener(self, listener: LeadershipListener) -> None: ...
+
+    # -- loading (Kafka's CoordinatorLoader reads the log through these) ----------------
+
+    def log_start_offset(self, tp: TopicPartition) -> int: ...
+
+    def log_end_offset(self, tp: TopicPartition) -> int: ...
+
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from ``offset`` on (at least one, even when larger than
+        ``max_bytes``), up to the log end: a load replays above the high watermark."""
 
 
 TransactionCompleter = Callable[
@@ -174,7 +258,7 @@ class CoordinatorLookup(Protocol):
         ...
 
 
-class PluginServices(BrokerServices, Protocol):
+class PluginServices(RequestServices, Protocol):
     """The broker as a plugin's lifecycle hooks see it. ``metadata`` exists once the
     backend started: not yet in ``kafkernel_metadata_backend``."""
 
@@ -188,6 +272,15 @@ class PluginServices(BrokerServices, Protocol):
         """The broker's timing wheel, shared by every delayed operation."""
         ...
 
+    def partition_writer(self) -> PartitionWriter:
+        """The kernel's writer over this broker's replicas, for a coordinator's internal
+        topic: its appends take the one append path a Produce takes."""
+        ...
+
+    def partition(self, topic: str, partition: int) -> PartitionView | None:
+        """The local replica of ``topic``-``partition``, or None when this broker hosts
+        none."""
+        ...
 
     def send_to_broker(self, broker_id: int, request: Any) -> Awaitable[Any]:
         """Send a kio request to another broker over the inter-broker listener and

@@ -1,7 +1,8 @@
 """What the coordination runtime needs of the partitions it writes, and the kernel's
 implementation over the replica manager.
 
-:class:`PartitionWriter` is Kafka's ``PartitionWriter`` (append, the high watermark,
+:class:`PartitionWriter` (declared in ``kernel.services``, so that the plugins' view of
+the broker can hand one out) is Kafka's ``PartitionWriter`` (append, the high watermark,
 waiting until an offset is committed) together with what its ``CoordinatorLoader``
 reads to load a shard, and the leadership events that tell the runtime which
 partitions to load and unload. The runtime sees nothing else of the broker, so its
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from kernel.log import AppendOrigin
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import DelayedOperation
+from kernel.services import CommitWait, PartitionWriter, TopicPartition
 
 if TYPE_CHECKING:
     from kernel.replica.leadership import LeadershipListener
@@ -26,52 +28,6 @@ if TYPE_CHECKING:
     from kernel.replica.partition import Partition
 
 __all__ = ["CommitWait", "CoordinatorPartitionWriter", "PartitionWriter", "TopicPartition"]
-
-TopicPartition = tuple[str, int]
-
-
-class CommitWait(Protocol):
-    """A wait started by :meth:`PartitionWriter.wait_until_committed`."""
-
-    @property
-    def is_completed(self) -> bool: ...
-
-    def force_complete(self) -> bool:
-        """End the wait now (its callback runs with whether the offset is committed);
-        False when it had already ended."""
-
-
-class PartitionWriter(Protocol):
-    def append(self, tp: TopicPartition, records: bytes) -> int:
-        """Append ``records`` (batches whose offsets the log assigns) to the local
-        leader replica with acks=all's checks (min.insync.replicas must hold); returns
-        the offset after the last record. Raises :class:`KafkaError` and appends
-        nothing when the replica is not leader or the append is refused."""
-
-    def high_watermark(self, tp: TopicPartition) -> int:
-        """The local replica's high watermark; KafkaError when it is not hosted here."""
-
-    def wait_until_committed(self, tp: TopicPartition, offset: int, timeout_ms: int,
-                             on_done: Callable[[bool], None]) -> CommitWait:
-        """Call ``on_done(True)`` once the high watermark reaches ``offset`` (perhaps
-        before returning), ``on_done(False)`` after ``timeout_ms`` without. Waits on
-        one partition end in the order they started when one high-watermark move ends
-        several."""
-
-    def add_leadership_listener(self, listener: LeadershipListener) -> None:
-        """Hear the current role of every local replica now, then each change."""
-
-    def remove_leadership_listener(self, listener: LeadershipListener) -> None: ...
-
-    # -- loading (Kafka's CoordinatorLoader reads the log through these) ----------------
-
-    def log_start_offset(self, tp: TopicPartition) -> int: ...
-
-    def log_end_offset(self, tp: TopicPartition) -> int: ...
-
-    def read(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes | memoryview:
-        """Whole batches from ``offset`` on (at least one, even when larger than
-        ``max_bytes``), up to the log end: a load replays above the high watermark."""
 
 
 # --------------------------------------------------------------- kernel implementation

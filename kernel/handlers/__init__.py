@@ -35,7 +35,7 @@ from kernel.handlers import (
     write_txn_markers,
 )
 from kernel.hookspecs import hookimpl
-from kernel.requests import ApiRegistry
+from kernel.requests import ApiRegistry, register_handler_modules
 
 HANDLER_MODULES: tuple[ModuleType, ...] = (
     api_versions,
@@ -66,9 +66,5 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
 
 @hookimpl
 def kafkernel_register_apis(registry: ApiRegistry) -> None:
-    for module in HANDLER_MODULES:
-        registry.register(
-            module.API_KEY, module.handle,
-            min_version=module.MIN_VERSION, max_version=module.MAX_VERSION,
-            advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION", None),
-        )
+    # The same path as a plugin's handler modules: one handler contract.
+    register_handler_modules(registry, HANDLER_MODULES)

@@ -10,11 +10,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.cluster import AclBinding, MetadataBackend
-from kernel.hookspecs import CLUSTER_NAME
-from kernel.protocol.build import response_module
-from kernel.protocol.codec import InvalidRequest
-from kernel.requests import ApiRegistry, RequestContext
+from kernel.api.cluster import AclBinding, MetadataBackend
+from kernel.api.errors import InvalidRequest
+from kernel.api.handlers import ApiRegistry, RequestContext
+from kernel.api.hooks import CLUSTER_NAME
+from kernel.api.protocol import response_module
 from plugins.acl.codes import (
     WILDCARD,
     AclOperation,

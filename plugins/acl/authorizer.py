@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kernel.cluster import AclBinding
+from kernel.api.cluster import AclBinding
 from plugins.acl.codes import (
     WILDCARD,
     WILDCARD_PRINCIPAL,

@@ -8,11 +8,11 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge
 
-from kernel.cluster import MetadataBackend
-from kernel.config import ConfigSchema
-from kernel.hookspecs import hookimpl
-from kernel.requests import ApiRegistry, Session
-from kernel.services import PluginServices
+from kernel.api.cluster import MetadataBackend
+from kernel.api.config import ConfigSchema
+from kernel.api.handlers import ApiRegistry, Session
+from kernel.api.hooks import hookimpl
+from kernel.api.services import PluginServices
 from plugins.acl import apis
 from plugins.acl.authorizer import (
     AclIndex,

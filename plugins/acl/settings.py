@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel.config import setting
+from kernel.api.config import setting
 
 __all__ = ["AclSettings"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernel.cluster import MetadataBackend
-from kernel.cluster import ScramCredential as StoredCredential
+from kernel.api.cluster import MetadataBackend
+from kernel.api.cluster import ScramCredential as StoredCredential
 from plugins.auth_sasl.scram import MECHANISMS, ScramCredential
 
 __all__ = ["ScramCredentials", "StoredCredential"]

@@ -9,9 +9,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.hookspecs import CLUSTER_NAME
-from kernel.protocol.build import make, response_module
-from kernel.requests import ApiRegistry, RequestContext
+from kernel.api.handlers import ApiRegistry, RequestContext
+from kernel.api.hooks import CLUSTER_NAME
+from kernel.api.protocol import make, response_module
 from plugins.auth_sasl.credentials import ScramCredentials, StoredCredential
 from plugins.auth_sasl.scram import MECHANISMS, ScramMechanism
 

@@ -15,13 +15,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from prometheus_client import Counter
 
-from kernel.config import SASL_ENABLED_MECHANISMS, ConfigError, ConfigSchema
-from kernel.hookspecs import hookimpl
-from kernel.protocol.build import make, response_module
-from kernel.protocol.codec import InvalidRequest
-from kernel.requests import ApiRegistry, RequestContext, Session
-from kernel.sasl import SaslMechanismRegistry
-from kernel.services import PluginServices
+from kernel.api.config import SASL_ENABLED_MECHANISMS, ConfigError, ConfigSchema
+from kernel.api.errors import InvalidRequest
+from kernel.api.handlers import ApiRegistry, RequestContext, Session
+from kernel.api.hooks import hookimpl
+from kernel.api.protocol import make, response_module
+from kernel.api.sasl import SaslMechanismRegistry
+from kernel.api.services import PluginServices
 from plugins.auth_sasl import credentials_api
 from plugins.auth_sasl.credentials import ScramCredentials
 from plugins.auth_sasl.exchange import AuthenticationFailed, InvalidCredentials

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel.config import int_at_least, setting
+from kernel.api.config import int_at_least, setting
 
 __all__ = ["SUPPORTED_MECHANISMS", "AuthSaslSettings"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel.config import ConfigError, at_least, int_at_least, setting
+from kernel.api.config import ConfigError, at_least, int_at_least, setting
 
 __all__ = ["GroupCoordinatorConfig"]
 

@@ -22,8 +22,8 @@ from prometheus_client.registry import Collector
 from plugins.coordinator.group import GroupState
 
 if TYPE_CHECKING:
-    from kernel.coordination import CoordinatorRuntime
-    from kernel.services import PluginServices
+    from kernel.api.coordination import CoordinatorRuntime
+    from kernel.api.services import PluginServices
     from plugins.coordinator.shard import GroupCoordinatorShard
 
 __all__ = ["GroupMetrics"]
@@ -99,7 +99,6 @@ class _GroupCollector(Collector):
             "__consumer_offsets partitions this broker leads, by state.", labels=["state"],
         )
         counts = {s.value: 0 for s in GroupState if s is not GroupState.DEAD}
-        replicas = self._broker.replicas
         for shard in list(self._runtime.loaded_shards().values()):
             for group_id in shard.group_ids():
                 group = shard.group(group_id)
@@ -112,7 +111,7 @@ class _GroupCollector(Collector):
                     # A follower's high watermark trails its leader's by one fetch: close
                     # enough, and the only one this broker has for a partition led
                     # elsewhere. No replica here: no lag rather than a guessed one.
-                    partition = replicas.get_partition(topic, index)
+                    partition = self._broker.partition(topic, index)
                     if partition is None:
                         continue
                     behind = max(0, partition.high_watermark - committed.offset)

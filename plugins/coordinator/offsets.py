@@ -46,7 +46,7 @@ from kio.schema.txn_offset_commit.v4.response import (
     TxnOffsetCommitResponseTopic,
 )
 
-from kernel.coordination import TransactionResult
+from kernel.api.coordination import TransactionResult
 from plugins.coordinator.classic import ClassicGroupManager
 from plugins.coordinator.config import GroupCoordinatorConfig
 from plugins.coordinator.context import NO_THROTTLE, RequestContext, group_status_error

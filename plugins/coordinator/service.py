@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kernel.coordination import (
+from kernel.api.coordination import (
     CoordinatorError,
-    CoordinatorPartitionWriter,
     CoordinatorRuntime,
     TransactionResult,
+    create_internal_topic,
 )
-from kernel.coordination.internal_topic import create_internal_topic
-from kernel.protocol.errors import KafkaError
+from kernel.api.errors import KafkaError
 from plugins.coordinator.context import RequestContext
 from plugins.coordinator.metrics import GroupMetrics
 from plugins.coordinator.records import partition_for
@@ -29,8 +28,8 @@ from plugins.coordinator.settings import CoordinatorSettings
 from plugins.coordinator.shard import GroupCoordinatorShard
 
 if TYPE_CHECKING:
-    from kernel.requests import RequestContext as KernelRequestContext
-    from kernel.services import PluginServices
+    from kernel.api.handlers import RequestContext as KernelRequestContext
+    from kernel.api.services import PluginServices
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinatorService"]
 
@@ -46,7 +45,7 @@ class GroupCoordinatorService:
         self.config = settings
         self.log: Any = broker.log.bind(component="group-coordinator")
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
-            CoordinatorPartitionWriter(broker.replicas), broker.timer, OFFSETS_TOPIC,
+            broker.partition_writer(), broker.timer, OFFSETS_TOPIC,
             lambda _partition: GroupCoordinatorShard(self.config), logger=broker.log,
             commit_timeout_ms=settings.offsets_commit_timeout_ms,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel.config import between, int_at_least, setting
+from kernel.api.config import between, int_at_least, setting
 from plugins.coordinator.config import GroupCoordinatorConfig
 
 __all__ = ["CoordinatorSettings"]

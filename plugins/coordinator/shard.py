@@ -54,7 +54,7 @@ from kio.schema.sync_group.v5.response import SyncGroupResponse
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
 from kio.schema.txn_offset_commit.v4.response import TxnOffsetCommitResponse
 
-from kernel.coordination import TransactionResult
+from kernel.api.coordination import TransactionResult
 from plugins.coordinator.classic import ClassicGroupManager
 from plugins.coordinator.config import GroupCoordinatorConfig
 from plugins.coordinator.context import RequestContext, group_status_error

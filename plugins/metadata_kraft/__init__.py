@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel.config import ConfigSchema, StartupError, setting
-from kernel.hookspecs import hookimpl
-from kernel.log.manager import LogDirError, lock_log_dir
+from kernel.api.config import ConfigSchema, StartupError, setting
+from kernel.api.hooks import hookimpl
+from kernel.api.services import LogDirError, lock_log_dir
 
 from .backend import KRaftMetadataBackend
 
 if TYPE_CHECKING:
-    from kernel.services import PluginServices
+    from kernel.api.services import PluginServices
 
 __all__ = ["KRaftMetadataBackend", "KRaftSettings", "MetadataKraftPlugin"]
 

@@ -20,8 +20,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from kernel.client_quotas import QuotaEntity, QuotaValues
-from kernel.cluster import (
+from kernel.api.cluster import (
     CLUSTER_METADATA_PROHIBITED,
     CLUSTER_METADATA_TOPIC,
     NO_LEADER,
@@ -33,12 +32,13 @@ from kernel.cluster import (
     NewTopic,
     PartitionOutcome,
     PartitionState,
+    QuotaEntity,
+    QuotaValues,
     ScramCredential,
     TopicImage,
     TopicPartition,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.replication_control import (
+from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
@@ -48,6 +48,7 @@ from kernel.replication_control import (
     requested_election,
     topics_to_delete,
 )
+from kernel.api.errors import ErrorCode, KafkaError
 
 from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
 from .log import MetadataLog
@@ -91,7 +92,7 @@ def _retrieve_result(task: asyncio.Task[Any]) -> None:
 
 class KRaftMetadataBackend:
     """Metadata log + controller of a single-node KRaft quorum; implements
-    ``kernel.cluster.MetadataBackend``.
+    ``kernel.api.cluster.MetadataBackend``.
 
     :param metadata_log_dir: Kafka's ``metadata.log.dir``; the log lives in its
         ``__cluster_metadata-0`` subdirectory.

@@ -14,15 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from kernel.client_quotas import QuotaEntity, QuotaValues, entity_of
-from kernel.cluster import (
+from kernel.api.cluster import (
     AclBinding,
     BrokerEndpoint,
     BrokerRegistration,
     ClusterImage,
     PartitionState,
+    QuotaEntity,
+    QuotaValues,
     ScramCredential,
     TopicImage,
+    entity_of,
 )
 
 from .records import (

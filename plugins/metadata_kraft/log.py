@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel.config import ConfigError
-from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.api.config import ConfigError
+from kernel.api.errors import ErrorCode, KafkaError
 
 from .properties import fsync_directory
 from .records import CorruptBatchError, MetadataRecord, decode_batch, encode_batch

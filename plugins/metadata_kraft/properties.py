@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernel.config import ConfigError
+from kernel.api.config import ConfigError
 
 META_PROPERTIES = "meta.properties"
 KRAFT_VERSION = "1"  # version 0 is a ZooKeeper-mode directory (broker.id, no node.id)

@@ -226,7 +226,7 @@ class RemoveUserScramCredentialRecord:
 
 @dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
-    """One ACL, with Kafka's codes (see kernel.cluster.AclBinding)."""
+    """One ACL, with Kafka's codes (see kernel.api.cluster.AclBinding)."""
 
     API_KEY: ClassVar[int] = 18
     VERSION: ClassVar[int] = 0

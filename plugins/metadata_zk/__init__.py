@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel.config import ConfigError, ConfigSchema, StartupError, int_at_least, setting
-from kernel.hookspecs import hookimpl
+from kernel.api.config import ConfigError, ConfigSchema, StartupError, int_at_least, setting
+from kernel.api.hooks import hookimpl
 
 from .backend import BrokerIdInUse, ZkMetadataBackend, ZkUnreachable
 from .properties import MetaPropertiesMismatch
 
 if TYPE_CHECKING:
-    from kernel.services import PluginServices
+    from kernel.api.services import PluginServices
 
 __all__ = ["MetadataZkPlugin", "ZkMetadataBackend", "ZkSettings"]
 

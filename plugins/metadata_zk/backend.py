@@ -32,8 +32,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from kernel.client_quotas import QuotaEntity, QuotaValues
-from kernel.cluster import (
+from kernel.api.cluster import (
     NO_LEADER,
     AclBinding,
     BrokerRegistration,
@@ -43,12 +42,13 @@ from kernel.cluster import (
     NewTopic,
     PartitionOutcome,
     PartitionState,
+    QuotaEntity,
+    QuotaValues,
     ScramCredential,
     TopicImage,
     TopicPartition,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.replication_control import (
+from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
@@ -57,6 +57,7 @@ from kernel.replication_control import (
     requested_election,
     topics_to_delete,
 )
+from kernel.api.errors import ErrorCode, KafkaError
 
 from .cache import ZnodeCache
 from .controller import ELECTION_PATHS, ZkController
@@ -118,7 +119,7 @@ class BrokerIdInUse(Exception):
 
 
 class ZkMetadataBackend:
-    """Implements ``kernel.cluster.MetadataBackend`` on Kafka's ZooKeeper layout.
+    """Implements ``kernel.api.cluster.MetadataBackend`` on Kafka's ZooKeeper layout.
 
     :param zk: the ZooKeeper session (not started).
     :param broker_id: this broker's ``broker.id``.

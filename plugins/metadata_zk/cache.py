@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernel.cluster import BrokerRegistration, ElectionType
+from kernel.api.cluster import BrokerRegistration, ElectionType
 
 from .znodes import LeaderAndIsr, TopicAssignment
 

@@ -41,14 +41,14 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from kernel.cluster import NO_LEADER, ElectionType, PartitionState
-from kernel.protocol.errors import KafkaError
-from kernel.replication_control import (
+from kernel.api.cluster import NO_LEADER, ElectionType, PartitionState
+from kernel.api.controller import (
     after_broker_change,
     completed_reassignment,
     initial_state,
     requested_election,
 )
+from kernel.api.errors import KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
 from .zkclient import ZkClient

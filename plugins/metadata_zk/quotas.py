@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from kernel.client_quotas import (
+from kernel.api.cluster import (
     CLIENT_ID,
     IP,
     IP_KEYS,

@@ -16,18 +16,19 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from kernel.client_quotas import QuotaEntity, QuotaValues
-from kernel.cluster import (
+from kernel.api.cluster import (
     AclBinding,
     ClusterImage,
     ElectionType,
     ImageListener,
     PartitionState,
+    QuotaEntity,
+    QuotaValues,
     ScramCredential,
     TopicImage,
     is_internal_topic,
 )
-from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.api.errors import ErrorCode, KafkaError
 
 from .cache import TopicZnodes, ZnodeCache
 from .controller import ELECTION_PATHS, ZkController

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from kernel.cluster import AclBinding, BrokerEndpoint, BrokerRegistration, ScramCredential
+from kernel.api.cluster import AclBinding, BrokerEndpoint, BrokerRegistration, ScramCredential
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"

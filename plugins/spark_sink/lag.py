@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from kernel.services import PluginServices
+from kernel.api.services import PluginServices
 from spark.options import ExportOptions
 
 __all__ = ["PartitionLag", "export_lag", "exported_topics"]
@@ -45,7 +45,7 @@ def export_lag(options: ExportOptions, exported: Mapping[tuple[str, int], int],
     out = []
     for topic in exported_topics(options, image.topics):
         for partition in sorted(image.topics[topic].partitions):
-            replica = broker.replicas.get_partition(topic, partition)
+            replica = broker.partition(topic, partition)
             if replica is None:
                 continue
             out.append(PartitionLag(topic, partition, exported.get((topic, partition), 0),

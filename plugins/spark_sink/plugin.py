@@ -9,9 +9,9 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from kernel.config import ConfigSchema, StartupError
-from kernel.hookspecs import hookimpl
-from kernel.services import PluginServices
+from kernel.api.config import ConfigSchema, StartupError
+from kernel.api.hooks import hookimpl
+from kernel.api.services import PluginServices
 from plugins.spark_sink.lag import export_lag
 from plugins.spark_sink.settings import SparkSinkSettings
 from plugins.spark_sink.supervisor import ExportState, ExportSupervisor

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernel.config import int_at_least, setting
+from kernel.api.config import int_at_least, setting
 from spark.options import ExportOptionError, ExportOptions
 
 __all__ = ["SparkSinkSettings"]

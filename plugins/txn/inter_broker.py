@@ -21,12 +21,11 @@ from kio.schema.add_partitions_to_txn.v5 import request as add_request
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1 import request as markers_request
 
-from kernel.protocol.client import BrokerConnectionError
-from kernel.protocol.errors import KafkaError
-from kernel.services import TransactionResult, TxnMarker
+from kernel.api.errors import BrokerConnectionError, KafkaError
+from kernel.api.services import TransactionResult, TxnMarker
 
 if TYPE_CHECKING:
-    from kernel.services import PluginServices
+    from kernel.api.services import PluginServices
 
 __all__ = ["ask_coordinator", "write_markers"]
 

@@ -15,8 +15,8 @@ from prometheus_client.registry import Collector
 from plugins.txn.metadata import TxnState
 
 if TYPE_CHECKING:
-    from kernel.coordination import CoordinatorRuntime
-    from kernel.services import PluginServices
+    from kernel.api.coordination import CoordinatorRuntime
+    from kernel.api.services import PluginServices
     from plugins.txn.shard import TxnShard
 
 __all__ = ["TxnMetrics"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from kernel.config import ConfigSchema
-from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
-from kernel.hookspecs import hookimpl
-from kernel.requests import ApiRegistry, register_handler_modules
-from kernel.services import PluginServices
+from kernel.api.config import ConfigSchema
+from kernel.api.coordination import CoordinatorRegistry, CoordinatorType
+from kernel.api.handlers import ApiRegistry, register_handler_modules
+from kernel.api.hooks import hookimpl
+from kernel.api.services import PluginServices
 from plugins.txn.handlers import HANDLER_MODULES
 from plugins.txn.producer_ids import ProducerIdManager
 from plugins.txn.service import TransactionCoordinator

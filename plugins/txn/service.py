@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kernel.coordination import (
+from kernel.api.coordination import (
     CoordinatorError,
-    CoordinatorPartitionWriter,
     CoordinatorRuntime,
+    CoordinatorType,
     TransactionResult,
+    create_internal_topic,
 )
-from kernel.coordination.internal_topic import create_internal_topic
-from kernel.coordination.registry import CoordinatorType
-from kernel.protocol.errors import KafkaError
-from kernel.services import TxnMarker
+from kernel.api.errors import KafkaError
+from kernel.api.services import TxnMarker
 from plugins.txn.inter_broker import NO_LEADER, ask_coordinator, write_markers
 from plugins.txn.metrics import TxnMetrics
 from plugins.txn.producer_ids import ProducerIdManager
@@ -35,7 +34,7 @@ from plugins.txn.settings import TxnSettings
 from plugins.txn.shard import NEED_PRODUCER_ID, EndResult, InitResult, MarkerJob, TxnShard
 
 if TYPE_CHECKING:
-    from kernel.services import PluginServices
+    from kernel.api.services import PluginServices
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinator"]
 
@@ -82,7 +81,7 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.log: Any = broker.log.bind(component="txn-coordinator")
         self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
-            CoordinatorPartitionWriter(broker.replicas), broker.timer, TRANSACTION_STATE_TOPIC,
+            broker.partition_writer(), broker.timer, TRANSACTION_STATE_TOPIC,
             lambda partition: TxnShard(
                 clock=clock, on_loaded=lambda jobs: self._on_loaded(partition, jobs)),
             logger=broker.log,

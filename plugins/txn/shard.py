@@ -23,7 +23,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.coordination import TransactionResult
+from kernel.api.coordination import TransactionResult
 from plugins.txn.metadata import (
     COMPLETED,
     NO_PRODUCER_EPOCH,

@@ -18,7 +18,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from kernel.cluster import NewTopic
 from kernel.config import ConfigError
-from kernel.services import BrokerServices, PluginServices
+from kernel.services import BrokerServices, PluginServices, RequestServices
 from kernel.testing.embedded import EmbeddedBroker
 from tests.integration.wire import (
     connect,
@@ -68,12 +68,17 @@ def _members(protocol: type) -> set[str]:
 def test_the_broker_is_what_handlers_and_plugins_are_promised(
         broker: EmbeddedBroker) -> None:
     """Handlers and hooks are given the Broker typed as these Protocols: it has every
-    member they name."""
+    member they name. Plugins' view shares the request handlers' base and lacks the
+    kernel's components (the replica and log managers)."""
     assert broker.broker is not None
-    members = _members(PluginServices)
-    assert _members(BrokerServices) < members
-    assert {"metadata", "replicas", "registration"} <= members
+    shared = _members(RequestServices)
+    kernel, plugin = _members(BrokerServices), _members(PluginServices)
+    assert shared < kernel and shared < plugin
+    assert {"replicas", "logs"} <= kernel - plugin
+    assert {"registration", "partition_writer", "partition"} <= plugin - kernel
+    members = kernel | plugin
     assert [m for m in sorted(members) if not hasattr(broker.broker, m)] == []
+    assert broker.broker.partition("no-such-topic", 0) is None
 
 
 def test_disabled_plugin_is_not_advertised(broker: EmbeddedBroker) -> None:

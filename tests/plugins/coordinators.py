@@ -5,8 +5,8 @@ Enable with ``enabled = ["metadata_kraft", "tests.plugins.coordinators:Transacti
 
 from __future__ import annotations
 
-from kernel.coordination.registry import CoordinatorRegistry, CoordinatorType
-from kernel.hookspecs import hookimpl
+from kernel.api.coordination import CoordinatorRegistry, CoordinatorType
+from kernel.api.hooks import hookimpl
 
 TRANSACTION_COORDINATOR = "tests.plugins.coordinators:TransactionCoordinator"
 SECOND_GROUP_COORDINATOR = "tests.plugins.coordinators:SecondGroupCoordinator"

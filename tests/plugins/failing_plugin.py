@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.config import StartupError
-from kernel.hookspecs import hookimpl
+from kernel.api.config import StartupError
+from kernel.api.hooks import hookimpl
 
 NAME = "tests.plugins.failing_plugin:RefusesToStart"
 

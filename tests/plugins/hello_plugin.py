@@ -18,10 +18,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.config import ConfigSchema, at_least, setting
-from kernel.hookspecs import hookimpl
-from kernel.protocol.build import make, response_module
-from kernel.requests import ApiRegistry, RequestContext
+from kernel.api.config import ConfigSchema, at_least, setting
+from kernel.api.handlers import ApiRegistry, RequestContext
+from kernel.api.hooks import hookimpl
+from kernel.api.protocol import make, response_module
 
 NAME = "tests.plugins.hello_plugin:HelloPlugin"
 DESCRIBE_DELEGATION_TOKEN = 41

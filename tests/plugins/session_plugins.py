@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.hookspecs import hookimpl
-from kernel.protocol.build import make, response_module
-from kernel.requests import ApiRegistry, RequestContext, Session
+from kernel.api.handlers import ApiRegistry, RequestContext, Session
+from kernel.api.hooks import hookimpl
+from kernel.api.protocol import make, response_module
 
 if TYPE_CHECKING:
-    from kernel.sasl import SaslMechanismRegistry
+    from kernel.api.sasl import SaslMechanismRegistry
 
 PREFIX = "tests.plugins.session_plugins:"
 SASL_HANDSHAKE = 17

@@ -3,8 +3,8 @@ principal of an SSL connection is, as an authorizer sees it."""
 
 from __future__ import annotations
 
-from kernel.hookspecs import hookimpl
-from kernel.requests import Session
+from kernel.api.handlers import Session
+from kernel.api.hooks import hookimpl
 
 PREFIX = "tests.plugins.tls_plugins:"
 

@@ -26,7 +26,7 @@ from kernel.protocol.errors import ErrorCode
 from kernel.purgatory import Purgatory
 from kernel.replica.manager import ReplicaManager
 from kernel.requests import RequestContext, Session
-from kernel.services import BrokerServices, ServedApi
+from kernel.services import BrokerServices, PluginServices, RequestServices, ServedApi
 
 BROKER_ID = 1
 TOPIC = "orders"
@@ -178,21 +178,49 @@ def test_describe_configs_denied_without_a_broker(services: Services) -> None:
     assert topic.error_code == ErrorCode.topic_authorization_failed
 
 
-def test_handlers_use_only_what_broker_services_names() -> None:
-    """Read statically, as no handler test reaches every line: each ``<x>.services.<name>``
-    and ``services.<name>`` in a request handler is a member of BrokerServices."""
-    members = {name for name in vars(BrokerServices) if not name.startswith("_")}
-    assert Protocol in BrokerServices.__bases__ and {"metadata", "replicas"} <= members
-    files = [*ROOT.glob("kernel/handlers/*.py"), ROOT / "kernel/authorized_operations.py",
-             *ROOT.glob("plugins/*/handlers/*.py")]
+def _members(protocol: type) -> set[str]:
+    return {name for cls in protocol.__mro__ if Protocol in cls.__bases__
+            for name in vars(cls) if not name.startswith("_")}
+
+
+def _reads(files: list[Path], owners: set[str]) -> dict[str, set[str]]:
+    """Each ``<owner>.<name>`` and ``<x>.<owner>.<name>`` read in ``files``: name -> files."""
     used: dict[str, set[str]] = {}
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Attribute):
                 continue
             owner = node.value
-            if (isinstance(owner, ast.Name) and owner.id == "services") or (
-                    isinstance(owner, ast.Attribute) and owner.attr == "services"):
+            if (isinstance(owner, ast.Name) and owner.id in owners) or (
+                    isinstance(owner, ast.Attribute) and owner.attr in owners):
                 used.setdefault(node.attr, set()).add(str(path.relative_to(ROOT)))
+    return used
+
+
+def test_handlers_use_only_what_broker_services_names() -> None:
+    """Read statically, as no handler test reaches every line: each ``<x>.services.<name>``
+    and ``services.<name>`` in a kernel request handler is a member of BrokerServices, in
+    a plugin's handler a member of the narrower RequestServices (no replica or log
+    manager)."""
+    kernel, shared = _members(BrokerServices), _members(RequestServices)
+    assert {"metadata", "replicas"} <= kernel and "metadata" in shared
+    assert "replicas" not in shared
+    files = [*ROOT.glob("kernel/handlers/*.py"), ROOT / "kernel/authorized_operations.py"]
+    used = _reads(files, {"services"})
     assert used, "no handler reads its services"
+    assert {name: sorted(where) for name, where in used.items() if name not in kernel} == {}
+    used = _reads(list(ROOT.glob("plugins/*/handlers/*.py")), {"services"})
+    assert used, "no plugin handler reads its services"
+    assert {name: sorted(where) for name, where in used.items() if name not in shared} == {}
+
+
+def test_plugins_use_only_what_plugin_services_names() -> None:
+    """Each ``broker.<name>`` (the lifecycle hooks' argument, kept as ``self.broker`` or
+    ``self._broker``) in a plugin is a member of PluginServices: the replica and log
+    managers are not among them."""
+    members = _members(PluginServices)
+    assert {"partition_writer", "partition", "timer"} <= members
+    assert not {"replicas", "logs"} & members
+    used = _reads(list(ROOT.glob("plugins/**/*.py")), {"broker", "_broker"})
+    assert {"timer", "partition_writer", "partition"} <= set(used)
     assert {name: sorted(where) for name, where in used.items() if name not in members} == {}

@@ -11,10 +11,9 @@ from typing import Any
 from kio.schema.describe_groups.v6.response import DescribedGroup
 from kio.schema.errors import ErrorCode
 
-from kernel.authorized_operations import authorized_operations
-from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import RequestContext, authorized_operations
+from kernel.api.protocol import make, response_module
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

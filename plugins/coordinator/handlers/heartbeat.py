@@ -9,8 +9,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
-from kernel.protocol.build import response_module
-from kernel.requests import RequestContext
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import response_module
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -10,8 +10,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.join_group.v9.response import JoinGroupResponse
 
-from kernel.protocol.build import response_module
-from kernel.requests import RequestContext
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import response_module
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

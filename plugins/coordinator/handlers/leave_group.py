@@ -10,8 +10,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.leave_group.v5.response import LeaveGroupResponse
 
-from kernel.protocol.build import make, response_module
-from kernel.requests import RequestContext
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import make, response_module
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -15,9 +15,9 @@ from kio.schema.offset_commit.v9.request import (
 )
 from kio.schema.offset_commit.v9.response import OffsetCommitResponse
 
-from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import make, response_module
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -18,8 +18,8 @@ from kio.schema.offset_delete.v0.response import (
     OffsetDeleteResponseTopic,
 )
 
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import RequestContext
 from plugins.coordinator.service import GroupCoordinatorService
 
 API_KEY = 47

@@ -17,10 +17,9 @@ from kio.schema.offset_fetch.v9.response import (
     OffsetFetchResponseTopics,
 )
 
-from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
-from kernel.slices import BIG_REQUEST_ENTRIES, in_slices
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import BIG_REQUEST_ENTRIES, RequestContext, in_slices
+from kernel.api.protocol import make, response_module
 from plugins.coordinator.service import GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -23,9 +23,9 @@ from kio.schema.txn_offset_commit.v4.request import (
 )
 from kio.schema.txn_offset_commit.v4.response import TxnOffsetCommitResponse
 
-from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import make, response_module
 from plugins.coordinator.service import OFFSETS_TOPIC, GroupCoordinatorService
 from plugins.coordinator.versions import to_version
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.hookspecs import CLUSTER_NAME
-from kernel.protocol.build import make, response_module
-from kernel.requests import RequestContext
+from kernel.api.handlers import RequestContext
+from kernel.api.hooks import CLUSTER_NAME
+from kernel.api.protocol import make, response_module
 from plugins.txn.handlers.common import for_version
 from plugins.txn.service import TransactionCoordinator
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import make, response_module
 from plugins.txn.metadata import TransactionMetadata, TxnState
 from plugins.txn.service import TransactionCoordinator
 

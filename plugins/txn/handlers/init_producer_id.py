@@ -14,10 +14,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.hookspecs import CLUSTER_NAME
-from kernel.protocol.build import make, response_module
-from kernel.protocol.errors import KafkaError
-from kernel.requests import RequestContext
+from kernel.api.errors import KafkaError
+from kernel.api.handlers import RequestContext
+from kernel.api.hooks import CLUSTER_NAME
+from kernel.api.protocol import make, response_module
 from plugins.txn.handlers.common import for_version
 from plugins.txn.service import TransactionCoordinator
 

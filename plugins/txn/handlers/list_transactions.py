@@ -11,8 +11,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kernel.protocol.build import make, response_module
-from kernel.requests import RequestContext
+from kernel.api.handlers import RequestContext
+from kernel.api.protocol import make, response_module
 from plugins.txn.metadata import TxnState
 from plugins.txn.service import TransactionCoordinator
 
