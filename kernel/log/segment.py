@@ -93,11 +93,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = created_ms
-        # Kafka's rollJitterMs: drawn once per segment (segment.jitter.ms), taken off
-        # segment.ms so partitions created together do not all roll at once.
-        self.roll_jitter_ms = roll_jitter_ms
-        # preallocate: blocks reserved for the whole segment (segment.bytes) up front.
-        self.preallocate_bytes = preallocate_bytes
+        self.roll_jitter_ms = roll_jitter_ms  # Kafka's rollJitterMs, taken off segment.ms
+        self.preallocate_bytes = preallocate_bytes  # reserved up front (preallocate)
         self._active = active
         stem = segment_file_stem(base_offset)
         self.log_path = directory / (stem + LOG_SUFFIX + file_suffix)
@@ -154,7 +151,7 @@ class LogSegment:
         # The indexes are created on first use, as Kafka's LazyIndex: the first append
         # (should_roll asks whether they are full) or read. An idle partition holds one
         # open file.
-        if preallocate_bytes > 0:  # Kafka's preallocate: the segment's blocks, now
+        if preallocate_bytes > 0:
             segment._reserve(segment._fd, 0, 0)
         return segment
 
@@ -303,8 +300,8 @@ class LogSegment:
         self._size = position
 
     def _reserve(self, fd: int, position: int, end: int) -> None:
-        """Allocate disk blocks a few MB past ``end`` without changing the file size
-        (FALLOC_FL_KEEP_SIZE), so readers and recovery see only what was written.
+        """Allocate disk blocks a few MB past ``end`` (or preallocate_bytes) keeping the
+        file size (FALLOC_FL_KEEP_SIZE), so readers and recovery see only what was written.
         Writing into allocated blocks skips the filesystem's per-page block allocation:
         about a third of the cost of a write to the page cache on ext4. Released when
         the segment stops being active."""
