@@ -4,7 +4,8 @@
 |---|---|
 | schema.py | the engine: `setting`, checks, coercion, Kafka's rendering |
 | broker.py | `BrokerConfig`: every broker setting |
-| topic.py | topic configs and the broker setting that supplies each default |
+| topic_defs.py | each topic config declared once, with its broker synonyms and default |
+| topic.py | the topic keys the admin APIs check and describe, derived from topic_defs |
 | loading.py | a TOML file and `--override` items into settings and plugin tables |
 
 Settings are frozen dataclasses whose fields carry their Kafka name (``log.segment.bytes``)
@@ -59,6 +60,13 @@ from kernel.config.topic import (
     topic_config_keys,
     validate_topic_configs,
 )
+from kernel.config.topic_defs import (
+    TOPIC_CONFIGS,
+    BrokerSynonym,
+    TopicConfig,
+    broker_synonyms,
+    topic_configs,
+)
 
 __all__ = [
     "BROKER_SCHEMA",
@@ -70,15 +78,19 @@ __all__ = [
     "SASL_ENABLED_MECHANISMS",
     "SASL_JAAS_CONFIG",
     "THROTTLED_REPLICAS_KEYS",
+    "TOPIC_CONFIGS",
     "BrokerConfig",
+    "BrokerSynonym",
     "ConfigError",
     "ConfigKey",
     "ConfigProblem",
     "ConfigSchema",
     "LoadedConfig",
     "StartupError",
+    "TopicConfig",
     "at_least",
     "between",
+    "broker_synonyms",
     "build_plugin_settings",
     "check_throttled_replicas",
     "coerce",
@@ -96,5 +108,6 @@ __all__ = [
     "to_kafka_string",
     "toml_key",
     "topic_config_keys",
+    "topic_configs",
     "validate_topic_configs",
 ]

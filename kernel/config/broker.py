@@ -10,10 +10,8 @@ from typing import Any
 from kernel.config.schema import (
     INT_MAX,
     LONG_MAX,
-    MIN_SEGMENT_BYTES,
     SECURITY_PROTOCOLS,
     ConfigSchema,
-    all_of,
     at_least,
     between,
     host_counts,
@@ -25,13 +23,28 @@ from kernel.config.schema import (
     protocol_map,
     setting,
 )
+from kernel.config.topic_defs import TOPIC_CONFIGS, topic_configs
 
 # ---------------------------------------------------------------------------
 # the broker's settings
 # ---------------------------------------------------------------------------
 
 
+def _with_topic_synonyms(cls: type) -> type:
+    """Add a settings field for each broker synonym of a topic config, with the name,
+    default, check and doc of its one declaration (TOPIC_CONFIGS)."""
+    annotations = cls.__annotations__  # its own: the class body has annotations
+    for tc in TOPIC_CONFIGS:
+        for synonym in tc.synonyms:
+            annotations[synonym.attr] = tc.broker_type(synonym)
+            setattr(cls, synonym.attr, setting(
+                synonym.name, synonym.default, synonym.doc, check=synonym.check,
+                dynamic=synonym.dynamic))
+    return cls
+
+
 @dataclass(frozen=True, slots=True)
+@_with_topic_synonyms
 class BrokerConfig:
     broker_id: int = setting(
         "broker.id", 1, "This broker's id in the cluster (Kafka's node.id in KRaft mode).",
@@ -224,94 +237,13 @@ class BrokerConfig:
     delete_topic_enable: bool = setting(
         "delete.topic.enable", True, "Allow DeleteTopics."
     )
-    message_max_bytes: int = setting(
-        "message.max.bytes", 1048588, "Largest record batch a topic accepts (default for "
-        "max.message.bytes).", check=int_at_least(0), dynamic=True,
-    )
-    log_segment_bytes: int = setting(
-        "log.segment.bytes", 1073741824, "Size at which a segment rolls; at least 1 MiB "
-        "(Kafka 4, KIP-1030; tests use the topic config internal.segment.bytes).",
-        check=int_at_least(MIN_SEGMENT_BYTES), dynamic=True,
-    )
-    log_roll_hours: int = setting(
-        "log.roll.hours", 168, "Age at which a segment rolls.", check=int_at_least(1)
-    )
-    log_roll_ms: int | None = setting(
-        "log.roll.ms", None, "Age at which a segment rolls; overrides log.roll.hours.",
-        check=at_least(1), dynamic=True,
-    )
-    log_retention_hours: int = setting(
-        "log.retention.hours", 168, "Time to keep a segment; -1 keeps forever.",
-        check=int_at_least(-1),
-    )
-    log_retention_minutes: int | None = setting(
-        "log.retention.minutes", None, "Overrides log.retention.hours.",
-        check=int_at_least(-1),
-    )
-    log_retention_ms: int | None = setting(
-        "log.retention.ms", None, "Overrides log.retention.minutes; -1 keeps forever.",
-        check=at_least(-1), dynamic=True,
-    )
-    log_retention_bytes: int = setting(
-        "log.retention.bytes", -1, "Size a partition may keep; -1 is unlimited.",
-        check=at_least(-1), dynamic=True,
-    )
     log_retention_check_interval_ms: int = setting(
         "log.retention.check.interval.ms", 300000, "How often retention runs.",
-        check=at_least(1),
-    )
-    log_flush_interval_messages: int = setting(
-        "log.flush.interval.messages", LONG_MAX, "Messages appended before an fsync.",
-        check=at_least(1), dynamic=True,
-    )
-    log_flush_interval_ms: int | None = setting(
-        "log.flush.interval.ms", None, "Time between fsyncs of a partition.",
-        check=at_least(0), dynamic=True,
-    )
-    log_flush_scheduler_interval_ms: int = setting(
-        "log.flush.scheduler.interval.ms", LONG_MAX, "How often flush.ms is checked.",
         check=at_least(1),
     )
     log_flush_offset_checkpoint_interval_ms: int = setting(
         "log.flush.offset.checkpoint.interval.ms", 60000,
         "How often the recovery point is checkpointed.", check=int_at_least(0),
-    )
-    log_index_interval_bytes: int = setting(
-        "log.index.interval.bytes", 4096, "Bytes between offset index entries.",
-        check=int_at_least(0), dynamic=True,
-    )
-    log_index_size_max_bytes: int = setting(
-        "log.index.size.max.bytes", 10485760, "Size of an offset index; full rolls.",
-        check=int_at_least(4), dynamic=True,
-    )
-    log_message_timestamp_type: str = setting(
-        "log.message.timestamp.type", "CreateTime", "Timestamps from the producer or the "
-        "broker.", check=one_of("CreateTime", "LogAppendTime"), dynamic=True,
-    )
-    log_cleanup_policy: list[str] = setting(
-        "log.cleanup.policy", ["delete"], "delete and/or compact.",
-        check=all_of("delete", "compact"), dynamic=True,
-    )
-    log_segment_delete_delay_ms: int = setting(
-        "log.segment.delete.delay.ms", 60000, "Delay before a deleted segment's files go.",
-        check=at_least(0), dynamic=True,
-    )
-    log_cleaner_delete_retention_ms: int = setting(
-        "log.cleaner.delete.retention.ms", 86400000, "How long tombstones are kept.",
-        check=at_least(0), dynamic=True,
-    )
-    log_cleaner_min_compaction_lag_ms: int = setting(
-        "log.cleaner.min.compaction.lag.ms", 0, "Minimum age before compaction.",
-        check=at_least(0), dynamic=True,
-    )
-    log_cleaner_min_cleanable_ratio: float = setting(
-        "log.cleaner.min.cleanable.ratio", 0.5, "Dirty ratio that triggers compaction.",
-        check=between(0, 1), dynamic=True,
-    )
-    log_cleaner_max_compaction_lag_ms: int = setting(
-        "log.cleaner.max.compaction.lag.ms", LONG_MAX, "Maximum age of a record before "
-        "it is eligible for compaction whatever the dirty ratio.",
-        check=at_least(1), dynamic=True,
     )
     log_cleaner_enable: bool = setting(
         "log.cleaner.enable", True, "Run the log cleaner (compacted topics).",
@@ -345,21 +277,6 @@ class BrokerConfig:
         "Ask the transaction coordinator before a producer's first transactional write "
         "to a partition (or its TxnOffsetCommit) whether the partition is in its "
         "transaction (KIP-890), so a late write cannot open a hanging transaction.",
-        dynamic=True,
-    )
-    min_insync_replicas: int = setting(
-        "min.insync.replicas", 1, "ISR size below which acks=all produce fails.",
-        check=int_at_least(1), dynamic=True,
-    )
-    compression_type: str = setting(
-        "compression.type", "producer", "Compression of stored batches.",
-        check=one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-        dynamic=True,
-    )
-    unclean_leader_election_enable: bool = setting(
-        "unclean.leader.election.enable", False,
-        "When no in-sync replica is live, the controller makes the first live replica "
-        "leader, with an ISR of itself alone (records may be lost). Topic default.",
         dynamic=True,
     )
     fetch_max_bytes: int = setting(
@@ -443,25 +360,20 @@ class BrokerConfig:
     # listener.name.<name>.ssl.* and .sasl.enabled.mechanisms: listener name (upper
     # case) -> Kafka name -> value.
     listener_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The topic configs' broker synonyms (log.segment.bytes, log.retention.hours, ...)
+    # are fields too, added by @_with_topic_synonyms from kernel/config/topic_defs.py.
 
     @property
     def log_retention_ms_resolved(self) -> int:
-        # Kafka: any negative value means "keep forever", which is -1
-        if self.log_retention_ms is not None:
-            return max(self.log_retention_ms, -1)
-        if self.log_retention_minutes is not None:
-            return max(self.log_retention_minutes * 60_000, -1)
-        return max(self.log_retention_hours * 3_600_000, -1)
+        return int(topic_configs()["retention.ms"].default_from(self))
 
     @property
     def log_roll_ms_resolved(self) -> int:
-        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
+        return int(topic_configs()["segment.ms"].default_from(self))
 
     @property
     def log_flush_interval_ms_resolved(self) -> int:
-        if self.log_flush_interval_ms is not None:
-            return self.log_flush_interval_ms
-        return self.log_flush_scheduler_interval_ms
+        return int(topic_configs()["flush.ms"].default_from(self))
 
 
 BROKER_SCHEMA = ConfigSchema("", BrokerConfig)

@@ -1,10 +1,11 @@
-"""Topic-level configs: name, type, and the broker setting that supplies the default."""
+"""Topic-level configs as CreateTopics and AlterConfigs check them and DescribeConfigs
+lists them, derived from their declarations (kernel/config/topic_defs.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -16,28 +17,23 @@ from kernel.config.schema import (
     ConfigKey,
     coerce,
     int_at_least,
-    schema_keys,
     to_kafka_string,
 )
-
-# ---------------------------------------------------------------------------
-# topic-level configs: name, type, the broker setting that supplies the default
-# ---------------------------------------------------------------------------
+from kernel.config.topic_defs import TOPIC_CONFIGS, TopicConfig
 
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigKey:
+    """A topic config as the admin APIs check and describe it, from its declaration."""
+
     name: str
     broker_key: str | None  # the BrokerConfig Kafka name that supplies the default
-    default: Callable[[BrokerConfig], Any]
-    key: ConfigKey  # type and check shared with the broker key
+    config: TopicConfig
+    key: ConfigKey  # type, check and doc
 
-
-def _topic_key(
-    name: str, broker_key: str, default: Callable[[BrokerConfig], Any]
-) -> TopicConfigKey:
-    base = schema_keys(BrokerConfig)[broker_key]
-    return TopicConfigKey(name, broker_key, default, dataclasses.replace(base, name=name))
+    def default(self, broker: BrokerConfig) -> Any:
+        """The value without an override, from ``broker``'s synonyms."""
+        return self.config.default_from(broker)
 
 
 # KIP-73's lists of throttled replicas: no broker default, and Kafka 4.3's
@@ -45,15 +41,6 @@ def _topic_key(
 THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas",
                            "follower.replication.throttled.replicas")
 _REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
-
-
-def _throttled_replicas_key(name: str, side: str) -> TopicConfigKey:
-    doc = (f"A list of replicas for which log replication should be throttled on the {side} "
-           "side. The list should describe a set of replicas in the form "
-           "[PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the "
-           "wildcard '*' can be used to throttle all replicas for this topic.")
-    key = ConfigKey(name, name.replace(".", "_"), list[str], [], doc, None, True, False)
-    return TopicConfigKey(name, None, lambda b: [], key)
 
 
 def check_throttled_replicas(name: str, raw: str) -> None:
@@ -66,43 +53,23 @@ def check_throttled_replicas(name: str, raw: str) -> None:
             "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
+# Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled, on a broker without
+# remote.log.storage.system.enable (Kafkernel has no tiered storage).
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+REMOTE_STORAGE_DISABLED = ("Tiered Storage functionality is disabled in the broker. Topic "
+                           "cannot be configured with remote log storage.")
+
+
+def _key_of(tc: TopicConfig) -> TopicConfigKey:
+    key = ConfigKey(tc.name, tc.attr, tc.type, tc.static_default, tc.doc, tc.check,
+                    True, False)
+    return TopicConfigKey(tc.name, tc.broker_key, tc, key)
+
+
 @cache
 def topic_config_keys() -> dict[str, TopicConfigKey]:
-    """Kafka's topic-level configs that Kafkernel honours."""
-    keys = [
-        _topic_key("cleanup.policy", "log.cleanup.policy", lambda b: b.log_cleanup_policy),
-        _topic_key("compression.type", "compression.type", lambda b: b.compression_type),
-        _topic_key("delete.retention.ms", "log.cleaner.delete.retention.ms",
-                   lambda b: b.log_cleaner_delete_retention_ms),
-        _topic_key("file.delete.delay.ms", "log.segment.delete.delay.ms",
-                   lambda b: b.log_segment_delete_delay_ms),
-        _throttled_replicas_key("follower.replication.throttled.replicas", "follower"),
-        _topic_key("flush.messages", "log.flush.interval.messages",
-                   lambda b: b.log_flush_interval_messages),
-        _topic_key("flush.ms", "log.flush.interval.ms", lambda b: b.log_flush_interval_ms_resolved),
-        _topic_key("index.interval.bytes", "log.index.interval.bytes",
-                   lambda b: b.log_index_interval_bytes),
-        _throttled_replicas_key("leader.replication.throttled.replicas", "leader"),
-        _topic_key("max.message.bytes", "message.max.bytes", lambda b: b.message_max_bytes),
-        _topic_key("message.timestamp.type", "log.message.timestamp.type",
-                   lambda b: b.log_message_timestamp_type),
-        _topic_key("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-                   lambda b: b.log_cleaner_max_compaction_lag_ms),
-        _topic_key("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio",
-                   lambda b: b.log_cleaner_min_cleanable_ratio),
-        _topic_key("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms",
-                   lambda b: b.log_cleaner_min_compaction_lag_ms),
-        _topic_key("min.insync.replicas", "min.insync.replicas", lambda b: b.min_insync_replicas),
-        _topic_key("retention.bytes", "log.retention.bytes", lambda b: b.log_retention_bytes),
-        _topic_key("retention.ms", "log.retention.ms", lambda b: b.log_retention_ms_resolved),
-        _topic_key("segment.bytes", "log.segment.bytes", lambda b: b.log_segment_bytes),
-        _topic_key("segment.index.bytes", "log.index.size.max.bytes",
-                   lambda b: b.log_index_size_max_bytes),
-        _topic_key("segment.ms", "log.roll.ms", lambda b: b.log_roll_ms_resolved),
-        _topic_key("unclean.leader.election.enable", "unclean.leader.election.enable",
-                   lambda b: b.unclean_leader_election_enable),
-    ]
-    return {k.name: k for k in keys}
+    """Kafka 4.3's topic-level configs (kernel/config/topic_defs.py), by name."""
+    return {tc.name: _key_of(tc) for tc in TOPIC_CONFIGS}
 
 
 # Kafka's internal topic configs (LogConfig.defineInternal): accepted where topic
@@ -140,6 +107,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             out[name] = raw  # kept as given, as Kafka keeps it
             continue
         value = coerce(tk.key, raw, name)
+        if name == REMOTE_STORAGE_ENABLE and value:
+            raise ConfigError(REMOTE_STORAGE_DISABLED)
         rendered = to_kafka_string(value)
         if rendered is not None:
             out[name] = rendered

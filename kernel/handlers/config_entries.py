@@ -20,9 +20,11 @@ from kernel.cluster import ClusterImage
 from kernel.config import (
     INT_MAX,
     INTERNAL_TOPIC_CONFIGS,
+    TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
     ConfigKey,
+    broker_synonyms,
     coerce,
     is_topic_config,
     replace_settings,
@@ -76,14 +78,12 @@ _TYPE_BY_NAME = {
 }
 
 # Keys Kafka declares as INT (32-bit); the settings schema only knows "integer", so
-# these are reported as INT and new values must fit 32 bits, as on a Kafka broker.
+# these are reported as INT and new values must fit 32 bits, as on a Kafka broker. The
+# topic configs and their broker synonyms say so in their declarations.
 KAFKA_INT_KEYS = frozenset({
     "internal.segment.bytes",
-    "broker.id", "num.partitions", "default.replication.factor", "message.max.bytes",
-    "log.segment.bytes", "log.roll.hours", "log.retention.hours", "log.retention.minutes",
-    "log.flush.offset.checkpoint.interval.ms", "log.index.interval.bytes",
-    "log.index.size.max.bytes", "min.insync.replicas", "socket.request.max.bytes",
-    "segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
+    "broker.id", "num.partitions", "default.replication.factor",
+    "log.flush.offset.checkpoint.interval.ms", "socket.request.max.bytes",
     "fetch.max.bytes", "max.connections", "max.connections.per.ip",
     "max.connection.creation.rate",
     "producer.id.expiration.ms", "replica.fetch.backoff.ms", "replica.fetch.max.bytes",
@@ -92,6 +92,8 @@ KAFKA_INT_KEYS = frozenset({
     "max.incremental.fetch.session.cache.slots", "min.incremental.fetch.session.eviction.ms",
     "log.cleaner.threads", "log.cleaner.io.buffer.size", "sasl.server.max.receive.size",
     "replication.quota.window.num", "replication.quota.window.size.seconds",
+    *(tc.name for tc in TOPIC_CONFIGS if tc.int32),
+    *(s.name for tc in TOPIC_CONFIGS for s in tc.synonyms if s.int32),
 })
 # Kafka's DynamicConfig.Broker quota keys: not KafkaConfig keys, so a broker describes
 # them only where they are set dynamically (per broker or cluster default).
@@ -101,22 +103,6 @@ DYNAMIC_ONLY_KEYS = frozenset({"leader.replication.throttled.rate",
 # Keys Kafka declares as STRING that the settings schema reads as a list.
 KAFKA_STRING_KEYS = frozenset({"listener.security.protocol.map",
                                "max.connections.per.ip.overrides"})
-
-# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: broker keys that set the same thing,
-# in order of precedence.
-_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
-    ("log.roll.ms", "log.roll.hours"),
-    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-)
-
-
-def broker_synonyms(name: str) -> tuple[str, ...]:
-    for group in _SYNONYM_GROUPS:
-        if name in group:
-            return group
-    if name == "log.flush.interval.ms":  # the scheduler interval is only its default
-        return ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
-    return (name,)
 
 
 def config_type(key: ConfigKey) -> ConfigType:

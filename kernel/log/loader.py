@@ -108,6 +108,7 @@ class LogLoader:
                 directory, base, index_interval_bytes=config.index_interval_bytes,
                 max_index_size=config.segment_index_bytes, created_ms=now,
                 active=(i == len(bases) - 1),
+                roll_jitter_ms=config.random_segment_jitter() if i == len(bases) - 1 else 0,
             )
             for i, base in enumerate(bases)
         ]

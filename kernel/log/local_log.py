@@ -51,6 +51,8 @@ def new_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> L
     return LogSegment.create(
         directory, base, index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes, now_ms=now_ms,
+        roll_jitter_ms=config.random_segment_jitter(),
+        preallocate_bytes=config.segment_bytes if config.preallocate else 0,
     )
 
 

@@ -329,6 +329,8 @@ class Log:
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             origin=origin, log_start_offset=self._log_start_offset,
             compacted=config.compact, topic_partition=self.name,
+            timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=config.message_timestamp_after_max_ms,
         )
         state = self._producer_state
         markers = _markers(records, info.batches) if info.has_control else None
@@ -338,7 +340,8 @@ class Log:
         if config.compression_type != "producer":
             target = config.target_compression
             if target is not None:
-                chunks, info = convert_compression(chunks, info, target)
+                chunks, info = convert_compression(
+                    chunks, info, target, config.compression_level(target))
         self._append(chunks, info.batches, info.max_timestamp, now_ms)
         self._complete_append(updates)
         if leader_epoch >= 0:

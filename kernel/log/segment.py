@@ -85,12 +85,16 @@ class LogSegment:
         created_ms: int,
         active: bool = False,
         file_suffix: str = "",
+        roll_jitter_ms: int = 0,
+        preallocate_bytes: int = 0,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms  # Kafka's rollJitterMs, taken off segment.ms
+        self.preallocate_bytes = preallocate_bytes  # reserved up front (preallocate)
         self._active = active
         stem = segment_file_stem(base_offset)
         self.log_path = directory / (stem + LOG_SUFFIX + file_suffix)
@@ -127,12 +131,15 @@ class LogSegment:
         max_index_size: int,
         now_ms: int,
         file_suffix: str = "",
+        roll_jitter_ms: int = 0,
+        preallocate_bytes: int = 0,
     ) -> LogSegment:
         """A new, empty active segment; leftovers with the same name are replaced."""
         segment = cls(
             directory, base_offset, index_interval_bytes=index_interval_bytes,
             max_index_size=max_index_size, created_ms=now_ms, active=True,
-            file_suffix=file_suffix,
+            file_suffix=file_suffix, roll_jitter_ms=roll_jitter_ms,
+            preallocate_bytes=preallocate_bytes,
         )
         for path in (segment.log_path, segment.index_path, segment.time_index_path,
                      segment.txn_index.path):
@@ -144,6 +151,8 @@ class LogSegment:
         # The indexes are created on first use, as Kafka's LazyIndex: the first append
         # (should_roll asks whether they are full) or read. An idle partition holds one
         # open file.
+        if preallocate_bytes > 0:
+            segment._reserve(segment._fd, 0, 0)
         return segment
 
     # -- files ----------------------------------------------------------------------
@@ -291,15 +300,15 @@ class LogSegment:
         self._size = position
 
     def _reserve(self, fd: int, position: int, end: int) -> None:
-        """Allocate disk blocks a few MB past ``end`` without changing the file size
-        (FALLOC_FL_KEEP_SIZE), so readers and recovery see only what was written.
+        """Allocate disk blocks a few MB past ``end`` (or preallocate_bytes) keeping the
+        file size (FALLOC_FL_KEEP_SIZE), so readers and recovery see only what was written.
         Writing into allocated blocks skips the filesystem's per-page block allocation:
         about a third of the cost of a write to the page cache on ext4. Released when
         the segment stops being active."""
         if self._reserve_failed:
             return
         start = max(self._reserved_to, position)
-        target = end + PREALLOCATE_BYTES
+        target = max(end + PREALLOCATE_BYTES, self.preallocate_bytes)
         if not fallocate_keep_size(fd, start, target - start):
             self._reserve_failed = True  # e.g. a filesystem without fallocate: write anyway
             return
@@ -383,7 +392,7 @@ class LogSegment:
         if size > max_segment_bytes - messages_size:
             return True
         if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > (
-            max_segment_ms
+            max_segment_ms - self.roll_jitter_ms
         ):
             return True
         if self.offset_index.is_full() or self.time_index.is_full():

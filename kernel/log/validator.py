@@ -45,12 +45,14 @@ from kernel.protocol.records import (
     BatchHeader,
     Chunks,
     RecordStructureError,
+    iter_records,
     join_chunks,
     read_batch_header,
     read_zigzag,
     recompress_batch,
 )
 
+LONG_MAX = 2**63 - 1
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -335,6 +337,22 @@ def validate_records(
 # ---------------------------------------------------------------------------
 
 
+def check_timestamps(batch: memoryview, now_ms: int, before_ms: int, after_ms: int) -> None:
+    """Kafka's LogValidator.validateTimestamp for a CreateTime topic: every record's
+    timestamp within [now - message.timestamp.before.max.ms, now +
+    message.timestamp.after.max.ms], else INVALID_TIMESTAMP naming each record. Called
+    only when the batch header's first or max timestamp is out of range."""
+    low, high = now_ms - before_ms, now_ms + after_ms
+    errors = [
+        (index, f"Timestamp {record.timestamp} of message with offset {record.offset} is "
+                f"out of range. The timestamp should be within [{low}, {high}]")
+        for index, record in enumerate(iter_records(batch))
+        if record.timestamp != NO_TIMESTAMP and not low <= record.timestamp <= high
+    ]
+    if errors:
+        raise RecordValidationError(ErrorCode.invalid_timestamp, errors)
+
+
 def validate_and_assign_offsets(
     records: bytes | bytearray | memoryview,
     *,
@@ -348,9 +366,16 @@ def validate_and_assign_offsets(
     log_start_offset: int = 0,
     compacted: bool = False,
     topic_partition: str = "",
+    timestamp_before_max_ms: int = LONG_MAX,
+    timestamp_after_max_ms: int = LONG_MAX,
 ) -> tuple[Chunks, LogAppendInfo]:
     """Validate a leader append and assign offsets; the result is the append as chunks
     (see :data:`Chunks`) that still refer to ``records``.
+
+    On a CreateTime topic, a batch whose header's first or max timestamp is outside
+    message.timestamp.before.max.ms / after.max.ms of ``now_ms`` has its records checked
+    (:func:`check_timestamps`); an uncompressed batch is not walked otherwise, so a
+    record outside the header's range goes unchecked where Kafka checks every record.
 
     A compressed batch, and every batch of a ``compacted`` topic, has its records
     walked (:func:`validate_records`); an uncompressed batch of any other topic is
@@ -429,6 +454,11 @@ def validate_and_assign_offsets(
                 compacted=compacted and not attributes & CONTROL_FLAG,
                 topic_partition=topic_partition,
             )
+        if not log_append_time and (
+                first_ts < now_ms - timestamp_before_max_ms
+                or max_ts > now_ms + timestamp_after_max_ms):
+            check_timestamps(view[position:end], now_ms, timestamp_before_max_ms,
+                             timestamp_after_max_ms)
         if log_append_time:
             attributes |= TIMESTAMP_TYPE_MASK
             max_ts = now_ms
@@ -509,10 +539,11 @@ def validate_batches(
 
 
 def convert_compression(
-    chunks: Chunks, info: LogAppendInfo, codec: int
+    chunks: Chunks, info: LogAppendInfo, codec: int, level: int | None = None
 ) -> tuple[Chunks, LogAppendInfo]:
     """Recompress the batches whose codec is not ``codec`` (a topic whose
-    compression.type is not ``producer``); offsets and producer fields are kept."""
+    compression.type is not ``producer``), at the topic's compression.<codec>.level;
+    offsets and producer fields are kept."""
     if all(h.compression == codec or h.is_control for h in info.batches):
         return chunks, info
     out = bytearray()
@@ -525,7 +556,7 @@ def convert_compression(
         if header.compression == codec or header.is_control:
             converted = bytes(batch)
         else:
-            converted = recompress_batch(batch, codec)
+            converted = recompress_batch(batch, codec, level)
         headers.append(read_batch_header(converted))
         out += converted
     view.release()

@@ -258,14 +258,15 @@ def _unzstd(data: bytes, limit: int | None) -> bytes:
 _INFLATERS = {GZIP: _gunzip, SNAPPY: _unsnappy, LZ4: _unlz4, ZSTD: _unzstd}
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     """Compress a records section the way the Java client does (so every client reads
     it): gzip, snappy with xerial framing, lz4 frame with 64 KB independent blocks,
-    zstd frame."""
+    zstd frame. ``level`` is the topic's compression.<codec>.level (Kafka's ranges:
+    gzip 1-9 or -1, lz4 1-17, zstd -131072-22); None is the codec's default."""
     if codec == NONE:
         return data
     if codec == GZIP:
-        return gzip.compress(data, compresslevel=6)
+        return gzip.compress(data, compresslevel=6 if level is None or level < 0 else level)
     if codec == SNAPPY:
         snappy = _snappy_module()
         out = bytearray(_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1))
@@ -280,11 +281,12 @@ def compress(codec: int, data: bytes) -> bytes:
         return bytes(lz4.frame.compress(
             data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
             content_checksum=False, store_size=False,
+            compression_level=0 if level is None else level,
         ))
     if codec == ZSTD:
         import zstandard
 
-        return zstandard.ZstdCompressor().compress(data)
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
     raise KafkaError(ErrorCode.invalid_record, f"unknown compression codec {codec}")
 
 

@@ -418,6 +418,7 @@ def build_batch(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     last_offset_delta: int | None = None,
     delete_horizon_ms: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
     """Encode one v2 batch. Offsets deltas default to 0..n-1; pass explicit deltas and
     ``last_offset_delta`` to keep a compacted batch's original offset range. With
@@ -457,17 +458,19 @@ def build_batch(
                        last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
                        max_timestamp=max_timestamp, producer_id=producer_id,
                        producer_epoch=producer_epoch, base_sequence=base_sequence,
-                       partition_leader_epoch=partition_leader_epoch)
+                       partition_leader_epoch=partition_leader_epoch,
+                       compression_level=compression_level)
 
 
 def frame_batch(
     records: bytes | bytearray, count: int, *, attributes: int, base_offset: int,
     last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
     producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
+    compression_level: int | None = None,
 ) -> bytes:
-    """A v2 batch around ``count`` encoded records, compressed by the attributes' codec,
-    its CRC computed."""
-    payload = compress(attributes & COMPRESSION_MASK, bytes(records))
+    """A v2 batch around ``count`` encoded records, compressed by the attributes' codec
+    (at ``compression_level``, None for the codec's default), its CRC computed."""
+    payload = compress(attributes & COMPRESSION_MASK, bytes(records), compression_level)
     batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
     out = bytearray(RECORD_BATCH_OVERHEAD)
     BATCH_HEADER.pack_into(
@@ -503,9 +506,9 @@ def build_control_batch(
     )
 
 
-def recompress_batch(batch: bytes | memoryview, codec: int) -> bytes:
-    """Re-encode a batch with another codec, keeping offsets, timestamps and producer
-    fields (compression.type set on the topic)."""
+def recompress_batch(batch: bytes | memoryview, codec: int, level: int | None = None) -> bytes:
+    """Re-encode a batch with another codec (at ``level``), keeping offsets, timestamps
+    and producer fields (compression.type set on the topic)."""
     header = read_batch_header(batch)
     simple = [
         SimpleRecord(
@@ -524,7 +527,7 @@ def recompress_batch(batch: bytes | memoryview, codec: int) -> bytes:
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence, is_transactional=header.is_transactional,
         is_control=header.is_control, partition_leader_epoch=header.partition_leader_epoch,
-        last_offset_delta=header.last_offset_delta,
+        last_offset_delta=header.last_offset_delta, compression_level=level,
     )
 
 

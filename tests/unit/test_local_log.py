@@ -148,6 +148,24 @@ def test_active_segment_reserves_blocks_past_its_end_without_growing(tmp_path: P
     assert rolled.st_blocks * 512 < PREALLOCATE_BYTES  # close gives the blocks back too
 
 
+def test_preallocate_reserves_the_whole_segment_when_it_is_created(tmp_path: Path) -> None:
+    """Kafka's preallocate: a new segment's segment.bytes of blocks at once; here without
+    growing the file (FALLOC_FL_KEEP_SIZE), so recovery sees only what was written."""
+    size = 4 * PREALLOCATE_BYTES
+    log = open_log(tmp_path, preallocate=True, segment_bytes=size)
+    stat = os.stat(log.active_segment.log_path)
+    assert stat.st_size == 0 and stat.st_blocks * 512 >= size
+    log_append(log, batch(5))
+    log.roll(log.log_end_offset, NOW)
+    rolled = os.stat(log.segments[0].log_path)
+    assert rolled.st_size == log.segments[0].size and rolled.st_blocks * 512 < size
+    assert os.stat(log.active_segment.log_path).st_blocks * 512 >= size
+    log.close()
+    plain = open_log(tmp_path, "plain-0", segment_bytes=size)
+    assert os.stat(plain.active_segment.log_path).st_blocks * 512 < size
+    plain.close()
+
+
 def test_min_one_batch_returns_a_batch_larger_than_max_bytes(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     big = batch(50, size=200)

@@ -23,7 +23,11 @@ from kernel.log.log import (
 )
 from kernel.log.log_config import LogConfig
 from kernel.log.offset_metadata import TimestampAndOffset
-from kernel.log.validator import AppendOrigin, validate_and_assign_offsets
+from kernel.log.validator import (
+    AppendOrigin,
+    RecordValidationError,
+    validate_and_assign_offsets,
+)
 from kernel.protocol.compression import Compression
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.protocol.records import (
@@ -123,6 +127,25 @@ def test_topic_compression_type_recompresses(tmp_path: Path) -> None:
     assert offsets_in(data) == list(range(10))
 
 
+@pytest.mark.parametrize(("codec", "low", "high"), [
+    ("gzip", 1, 9), ("lz4", 1, 17), ("zstd", -50, 19)])
+def test_topic_compression_level_is_the_recompressed_level(
+        tmp_path: Path, codec: str, low: int, high: int) -> None:
+    """compression.<codec>.level: a batch the broker recompresses for the topic's
+    compression.type is compressed at that level (stronger is smaller here)."""
+    def stored_size(level: int) -> int:
+        log = open_log(tmp_path, f"{codec}{level}-0", compression_type=codec,
+                       **{f"compression_{codec}_level": level})
+        records = [SimpleRecord(value=b"%d lorem ipsum dolor sit amet " % (i % 97) * 8)
+                   for i in range(400)]
+        log.append_as_leader(build_batch(records), 0, NOW)
+        data = log.read(0, 1 << 24).records
+        assert offsets_in(data) == list(range(400))
+        return len(data)
+
+    assert stored_size(high) < stored_size(low)
+
+
 def test_compacted_topic_rejects_records_without_key(tmp_path: Path) -> None:
     log = open_log(tmp_path, cleanup_policy=("compact",))
     log.append_as_leader(batch(2), 0, NOW)
@@ -147,6 +170,27 @@ def test_roll_on_segment_ms_uses_the_first_batch_timestamp(tmp_path: Path) -> No
     assert [s.base_offset for s in log.segments] == [0, 4] and rolled == [4]
 
 
+def test_segment_jitter_ms_rolls_a_segment_before_segment_ms(tmp_path: Path) -> None:
+    """Kafka's rollJitterMs: each new segment draws a jitter below
+    min(segment.jitter.ms, segment.ms) and rolls once it is older than segment.ms less it."""
+    config = LogConfig(segment_ms=1_000, segment_jitter_ms=10_000)
+    for i in range(5):  # a draw of 0 (one in 1,000) would not tell
+        log = Log.open(tmp_path / f"t-{i}", config, now_ms=NOW)
+        jitter = log.active_segment.roll_jitter_ms
+        if jitter > 0:
+            break
+    assert 0 < jitter < 1_000
+    log.append_as_leader(batch(1, ts=NOW), 0, NOW)
+    log.append_as_leader(batch(1, ts=NOW + 1_000 - jitter), 0, NOW)
+    assert len(log.segments) == 1
+    log.append_as_leader(batch(1, ts=NOW + 1_001 - jitter), 0, NOW)
+    assert len(log.segments) == 2
+    draws = {LogConfig(segment_ms=1_000, segment_jitter_ms=500).random_segment_jitter()
+             for _ in range(200)}
+    assert max(draws) < 500 and len(draws) > 50  # random, below segment.jitter.ms
+    assert LogConfig(segment_ms=1_000).random_segment_jitter() == 0
+
+
 def test_roll_when_the_index_is_full(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_index_bytes=8 * 3, index_interval_bytes=1)
     for _ in range(10):
@@ -156,6 +200,28 @@ def test_roll_when_the_index_is_full(tmp_path: Path) -> None:
 
 
 # -- timestamps ------------------------------------------------------------------------
+
+
+def test_timestamps_out_of_the_topic_bounds_are_refused(tmp_path: Path) -> None:
+    """message.timestamp.after.max.ms (Kafka 4's default: an hour) and before.max.ms:
+    a CreateTime record outside [now - before, now + after] is INVALID_TIMESTAMP, each
+    such record named by its index; LogAppendTime topics take the broker's clock."""
+    log = open_log(tmp_path, message_timestamp_before_max_ms=60_000)
+    hour = 3_600_000
+    log.append_as_leader(batch(2, ts=NOW + hour - 1), 0, NOW)  # the last one is at the bound
+    for ts, bad in ((NOW + hour, [1]), (NOW - 60_001, [0])):
+        with pytest.raises(RecordValidationError) as e:
+            log.append_as_leader(batch(2, ts=ts), 0, NOW)
+        assert e.value.error_code == ErrorCode.invalid_timestamp
+        assert [i for i, _ in e.value.record_errors] == bad
+        assert f"within [{NOW - 60_000}, {NOW + hour}]" in e.value.record_errors[0][1]
+    compressed = batch(3, ts=NOW + 2 * hour, compression=Compression.GZIP)
+    with pytest.raises(RecordValidationError):
+        log.append_as_leader(compressed, 0, NOW)
+    assert log.log_end_offset == 2
+    appended = open_log(tmp_path, "t-1", message_timestamp_type="LogAppendTime")
+    appended.append_as_leader(batch(2, ts=NOW + 2 * hour), 0, NOW)
+    assert appended.log_end_offset == 2
 
 
 def test_fetch_offset_for_timestamp(tmp_path: Path) -> None:

@@ -256,12 +256,12 @@ def test_snapshots_above_the_log_end_are_deleted_at_load(tmp_path: Path) -> None
 def test_truncation_rebuilds_the_state_below_the_truncation_point(tmp_path: Path) -> None:
     now = int(time.time() * 1000)  # truncation drops the producers expired by the clock
     log = open_log(tmp_path)
-    append(log, batch(seq=0, ts=now))
+    append(log, batch(seq=0, ts=now), now)  # within message.timestamp.after.max.ms
     log.roll()
-    append(log, batch(seq=2, ts=now))
-    append(log, batch(seq=4, ts=now))
+    append(log, batch(seq=2, ts=now), now)
+    append(log, batch(seq=4, ts=now), now)
     log.roll()
-    append(log, batch(seq=6, ts=now))
+    append(log, batch(seq=6, ts=now), now)
     assert list_snapshots(tmp_path / "topic-0") == [2, 6]
     log.truncate_to(4)  # replays the batch at 2 after the snapshot at 2
     assert list_snapshots(tmp_path / "topic-0") == [2]
