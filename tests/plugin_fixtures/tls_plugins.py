@@ -6,7 +6,7 @@ from __future__ import annotations
 from kernel.hookspecs import hookimpl
 from kernel.requests import Session
 
-PREFIX = "tests.plugins.tls_plugins:"
+PREFIX = "tests.plugin_fixtures.tls_plugins:"
 
 
 class PrincipalRecorder:
