@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""Run a slice of the suite on the lowest versions pyproject.toml allows.
+"""Check the lowest versions pyproject.toml allows.
 
 Each `name>=X` of the dependencies and of the extras below becomes `name==X` in a
-constraints file (markers kept; `==` pins stay as they are); a virtualenv under .cache/,
-keyed by the hash of pyproject.toml, setup.py and EXTRAS, gets the project installed with those
-constraints; the whole suite is collected there (every test module imports), then the
-slice (SLICE) runs. A floor that does not install (no such
-version, or no wheel for this Python and its build fails) or fails the slice fails this
-command: raise it in pyproject.toml, with a comment that says why that version.
+constraints file (markers kept; `==` pins stay as they are). A virtualenv under .cache/,
+keyed by the hash of pyproject.toml, setup.py and EXTRAS, gets the project installed with
+those constraints; there the whole suite must collect (every test module imports),
+`ruff check .` must pass and so must a slice of the suite (SLICE). A floor that does not
+install (no such version, or no wheel for this Python and its build fails) or fails a
+step fails this command: raise it in pyproject.toml, with a comment saying why.
 
-    .ci/floors.py                  build (or reuse) the venv, run the slice
+    .ci/floors.py                  build (or reuse) the venv, run the checks
     .ci/floors.py --constraints    print the constraints file and exit
-    .ci/floors.py [pytest args]    run these tests in the floors venv instead of the slice
+    .ci/floors.py [pytest args]    run pytest with these args in the floors venv instead
 
 `./dev test` runs it after the suite. The install's output goes to <venv>/install.log,
 shown on failure. KAFKERNEL_FLOORS_CACHE puts the venv elsewhere than .cache/.
@@ -158,6 +158,11 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(collected.stdout + collected.stderr)
         print("floors: the suite does not import on the floors (above)", file=sys.stderr)
         return collected.returncode
+    # ruff's floor must know every rule the config names, and find the tree clean.
+    if subprocess.run([str(venv / "bin" / "ruff"), "check", "--quiet", "."], cwd=ROOT,
+                      env=env).returncode:
+        print("floors: `ruff check .` fails on ruff's floor (above)", file=sys.stderr)
+        return 1
     print("floors: running the slice", file=sys.stderr)
     return subprocess.run([*pytest, *SLICE], cwd=ROOT, env=env).returncode
 
