@@ -19,7 +19,7 @@ from tests.broker_process import BrokerProcess
 from tests.integration.wire import connect, decode_response, encode_request, recv_frame
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "tests" / "plugins" / "hello_plugin.py"
+EXAMPLE = ROOT / "tests" / "plugin_fixtures" / "hello_plugin.py"
 DISTRIBUTION = "kafkernel-hello-example"
 
 
@@ -78,7 +78,7 @@ def test_a_bad_value_is_reported_under_the_table_the_file_names(
     assert result.returncode != 0
     assert 'plugins."hello_plugin:HelloPlugin".token_lifetime_ms' in result.stdout + \
         result.stderr
-    assert "tests.plugins" not in result.stdout + result.stderr
+    assert "tests.plugin_fixtures" not in result.stdout + result.stderr
 
 
 @pytest.fixture

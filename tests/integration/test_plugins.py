@@ -27,12 +27,12 @@ from tests.integration.wire import (
     recv_frame,
     request,
 )
-from tests.plugins.coordinators import (
+from tests.plugin_fixtures.coordinators import (
     SECOND_GROUP_COORDINATOR,
     TOPIC,
     TRANSACTION_COORDINATOR,
 )
-from tests.plugins.hello_plugin import NAME
+from tests.plugin_fixtures.hello_plugin import NAME
 
 HELLO = NAME
 
@@ -88,10 +88,11 @@ def test_disabled_plugin_is_not_advertised(broker: EmbeddedBroker) -> None:
 
 
 def test_two_plugins_claiming_one_api_key_stop_startup() -> None:
-    with pytest.raises(ConfigError, match=r"API key 3 is claimed by both plugin 'kernel' and "
-                                          r"plugin 'tests.plugins.hello_plugin:ClashingPlugin'"):
+    with pytest.raises(ConfigError,
+                       match=r"API key 3 is claimed by both plugin 'kernel' and plugin "
+                             r"'tests.plugin_fixtures.hello_plugin:ClashingPlugin'"):
         EmbeddedBroker(plugins=["metadata_kraft",
-                                "tests.plugins.hello_plugin:ClashingPlugin"]).start()
+                                "tests.plugin_fixtures.hello_plugin:ClashingPlugin"]).start()
 
 
 def _find(bootstrap: str, key_type: int, key: str) -> tuple[ErrorCode, int, int]:
@@ -126,7 +127,7 @@ def test_without_a_coordinator_find_coordinator_is_not_advertised(broker_factory
 def test_two_plugins_claiming_one_coordinator_stop_startup() -> None:
     with pytest.raises(ConfigError, match=r"the GROUP coordinator is claimed by both plugin "
                                           r"'coordinator' and plugin "
-                                          r"'tests.plugins.coordinators:SecondGroupCoordinator'"):
+                                          r"'tests.plugin_fixtures.coordinators:SecondGroupCoordinator'"):
         EmbeddedBroker(plugins=["metadata_kraft", "coordinator",
                                 SECOND_GROUP_COORDINATOR]).start()
 

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKERNEL = Path(sys.executable).with_name("kafkernel")  # the console script, as installed
-PLUGIN = "tests.plugins.hello_plugin:HelloPlugin"
+PLUGIN = "tests.plugin_fixtures.hello_plugin:HelloPlugin"
 STARTED_TIMEOUT_S = 60
 
 

@@ -26,7 +26,7 @@ from tests.integration.wire import (
     encode_request,
     recv_frame,
 )
-from tests.plugins.session_plugins import (
+from tests.plugin_fixtures.session_plugins import (
     MECHANISM,
     PRINCIPAL,
     SECRET,

@@ -19,8 +19,8 @@ import pytest
 
 from kernel.cluster import NewTopic
 from kernel.testing.embedded import EmbeddedBroker
-from tests.plugins.failing_plugin import CRASHES, CRASHES_LATER
-from tests.plugins.failing_plugin import NAME as FAILING
+from tests.plugin_fixtures.failing_plugin import CRASHES, CRASHES_LATER
+from tests.plugin_fixtures.failing_plugin import NAME as FAILING
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
@@ -252,7 +252,7 @@ def test_a_plugin_that_crashes_at_start_up_is_one_line(
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
     assert lines[-1] == (f"{cfg}: plugins.enabled: a plugin failed to start "
-                         f"(tests.plugins.failing_plugin): {problem}"), result.stderr
+                         f"(tests.plugin_fixtures.failing_plugin): {problem}"), result.stderr
     for line in lines[:-1]:
         assert "[info" in line, line
 

@@ -35,8 +35,8 @@ from kernel.testing.embedded import EmbeddedBroker
 from kernel.testing.pki import CLIENT_SUBJECT, KEY_PASSWORD, Pki, make_pki
 from tests.integration.roundtrip import consume_values
 from tests.integration.wire import decode_response, encode_request, recv_frame
-from tests.plugins.session_plugins import MECHANISM, PRINCIPAL, SECRET, SecretGate
-from tests.plugins.tls_plugins import PrincipalRecorder
+from tests.plugin_fixtures.session_plugins import MECHANISM, PRINCIPAL, SECRET, SecretGate
+from tests.plugin_fixtures.tls_plugins import PrincipalRecorder
 
 TIMEOUT_S = 30
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from kernel.testing.embedded import EmbeddedBroker
 from kernel.testing.pki import CLIENT_SUBJECT, make_pki
 from reference import tools
-from tests.plugins.tls_plugins import PrincipalRecorder
+from tests.plugin_fixtures.tls_plugins import PrincipalRecorder
 
 
 def test_java_console_producer_and_consumer_over_ssl_with_a_client_certificate(

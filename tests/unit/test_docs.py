@@ -34,7 +34,7 @@ def test_readme_documents_every_broker_key_with_its_default() -> None:
 
 def test_readme_plugin_example_is_the_tested_plugin() -> None:
     readme = (ROOT / "README.md").read_text()
-    example = (ROOT / "tests" / "plugins" / "hello_plugin.py").read_text()
+    example = (ROOT / "tests" / "plugin_fixtures" / "hello_plugin.py").read_text()
     assert example in readme
 
 

@@ -7,8 +7,8 @@ from kernel import handlers
 from kernel.plugins import PluginFacade, installed_plugins, load_plugin
 from kernel.requests import Session
 from kernel.routing import Routes
-from tests.plugins.hello_plugin import NAME as HELLO
-from tests.plugins.session_plugins import Allows, Denies, DeniesFirst, HidesSecrets
+from tests.plugin_fixtures.hello_plugin import NAME as HELLO
+from tests.plugin_fixtures.session_plugins import Allows, Denies, DeniesFirst, HidesSecrets
 
 SESSION = Session("127.0.0.1:1", "PLAINTEXT")
 

@@ -4,8 +4,8 @@ TOML table.
 
 Enable it with
     [plugins]
-    enabled = ["metadata_kraft", "tests.plugins.hello_plugin:HelloPlugin"]
-    [plugins."tests.plugins.hello_plugin:HelloPlugin"]
+    enabled = ["metadata_kraft", "tests.plugin_fixtures.hello_plugin:HelloPlugin"]
+    [plugins."tests.plugin_fixtures.hello_plugin:HelloPlugin"]
     token_lifetime_ms = 86400000
 """
 
@@ -23,7 +23,7 @@ from kernel.api.handlers import ApiRegistry, RequestContext
 from kernel.api.hooks import hookimpl
 from kernel.api.protocol import make, response_module
 
-NAME = "tests.plugins.hello_plugin:HelloPlugin"
+NAME = "tests.plugin_fixtures.hello_plugin:HelloPlugin"
 DESCRIBE_DELEGATION_TOKEN = 41
 
 

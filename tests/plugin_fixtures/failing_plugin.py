@@ -8,7 +8,7 @@ from typing import Any
 from kernel.api.config import StartupError
 from kernel.api.hooks import hookimpl
 
-NAME = "tests.plugins.failing_plugin:RefusesToStart"
+NAME = "tests.plugin_fixtures.failing_plugin:RefusesToStart"
 
 
 class RefusesToStart:
@@ -22,8 +22,8 @@ class RefusesToStart:
         return refuse()
 
 
-CRASHES = "tests.plugins.failing_plugin:CrashesAtStart"
-CRASHES_LATER = "tests.plugins.failing_plugin:CrashesWhileStarting"
+CRASHES = "tests.plugin_fixtures.failing_plugin:CrashesAtStart"
+CRASHES_LATER = "tests.plugin_fixtures.failing_plugin:CrashesWhileStarting"
 
 
 class CrashesAtStart:

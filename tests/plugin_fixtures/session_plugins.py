@@ -17,7 +17,7 @@ from kernel.api.protocol import make, response_module
 if TYPE_CHECKING:
     from kernel.api.sasl import SaslMechanismRegistry
 
-PREFIX = "tests.plugins.session_plugins:"
+PREFIX = "tests.plugin_fixtures.session_plugins:"
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 MECHANISM = "TEST-SECRET"

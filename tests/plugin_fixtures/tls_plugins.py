@@ -6,7 +6,7 @@ from __future__ import annotations
 from kernel.api.handlers import Session
 from kernel.api.hooks import hookimpl
 
-PREFIX = "tests.plugins.tls_plugins:"
+PREFIX = "tests.plugin_fixtures.tls_plugins:"
 
 
 class PrincipalRecorder:

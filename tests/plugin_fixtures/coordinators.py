@@ -1,6 +1,7 @@
 """Plugins that run stand-in coordinators, for FindCoordinator's routing by key type.
 
-Enable with ``enabled = ["metadata_kraft", "tests.plugins.coordinators:TransactionCoordinator"]``.
+Enable with
+``enabled = ["metadata_kraft", "tests.plugin_fixtures.coordinators:TransactionCoordinator"]``.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 from kernel.api.coordination import CoordinatorRegistry, CoordinatorType
 from kernel.api.hooks import hookimpl
 
-TRANSACTION_COORDINATOR = "tests.plugins.coordinators:TransactionCoordinator"
-SECOND_GROUP_COORDINATOR = "tests.plugins.coordinators:SecondGroupCoordinator"
+TRANSACTION_COORDINATOR = "tests.plugin_fixtures.coordinators:TransactionCoordinator"
+SECOND_GROUP_COORDINATOR = "tests.plugin_fixtures.coordinators:SecondGroupCoordinator"
 TOPIC = "toy-transactions"
 
 
