@@ -4,7 +4,8 @@ TOML table.
 
 Enable it with
     [plugins]
-    enabled = ["metadata_kraft", "tests.plugin_fixtures.hello_plugin:HelloPlugin"]
+    enabled = ["metadata_kraft", "coordinator", "txn",
+               "tests.plugin_fixtures.hello_plugin:HelloPlugin"]
     [plugins."tests.plugin_fixtures.hello_plugin:HelloPlugin"]
     token_lifetime_ms = 86400000
 """

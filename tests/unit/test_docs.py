@@ -43,3 +43,21 @@ def test_readme_names_the_reference_kafka_version_and_heap() -> None:
     assert f"**Apache Kafka {kafka_version()}**" in readme
     assert f".cache/kafka-{kafka_version()}/libs" in readme
     assert f"`-Xms{HEAP} -Xmx{HEAP}`" in readme
+
+
+def test_every_enable_snippet_keeps_the_shipped_plugins() -> None:
+    """Copied literally, an `enabled` list without `txn` makes every idempotent producer
+    (every current client's default) fail: each snippet keeps kafkernel.toml's list."""
+    import tomllib
+
+    shipped = tomllib.loads((ROOT / "kafkernel.toml").read_text())["plugins"]["enabled"]
+    texts = [(ROOT / "README.md").read_text(),
+             (ROOT / "tests" / "plugin_fixtures" / "hello_plugin.py").read_text()]
+    snippets = [m.group(1) for text in texts
+                for m in re.finditer(r"enabled = (\[[^\]]*\])", text) if m.group(1) != "[...]"]
+    assert len(snippets) >= 4
+    for snippet in snippets:
+        names = [n.strip().strip('"') for n in snippet.strip("[]").split(",") if n.strip()]
+        backend = next(n for n in names if n.startswith("metadata_"))
+        expected = [backend if n == "metadata_kraft" else n for n in shipped]
+        assert set(expected) <= set(names), f"{snippet} drops one of {expected}"
