@@ -4,10 +4,18 @@ answer a request whose only oddity is tagged fields they do not know."""
 
 from __future__ import annotations
 
+import datetime
+import struct
+
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7.request import ListOffsetsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.offset_commit.v2.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest
 
 from tests.integration.wire import (
@@ -17,6 +25,7 @@ from tests.integration.wire import (
     encode_request,
     recv_frame,
 )
+from tests.reference.conformance import documented
 from tests.reference.diff import Pair, Side
 
 HUGE_TOPICS_ARRAY = bytes.fromhex("000000150003000c00000001000570726f626500ffffffff0f")
@@ -100,3 +109,25 @@ def test_a_topic_name_that_is_not_utf8_is_answered_by_both(pair: Pair) -> None:
     pair.assert_same(answers)
     topic = answers.kafkernel.topics[0]
     assert (topic.name, topic.error_code) == ("no\ufffdsuch", ErrorCode.invalid_topic_exception)
+
+
+def _offset_commit_retained_for_ages() -> bytes:
+    """OffsetCommit v2 whose retention_time_ms is 2^62: a valid int64 that kio's reader
+    cannot hold in a timedelta (past 2^63 microseconds)."""
+    marker = 123_456_789
+    frame = encode_request(OffsetCommitRequest(
+        group_id="ages", generation_id_or_member_epoch=-1, member_id="",
+        retention_time=datetime.timedelta(milliseconds=marker),
+        topics=(OffsetCommitRequestTopic(name="t", partitions=(OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1, committed_metadata=None),)),)))
+    at = frame.index(struct.pack(">q", marker))
+    return frame[:at] + struct.pack(">q", 2**62) + frame[at + 8:]
+
+
+def test_a_duration_past_kios_reader_is_answered_by_kafka_only(pair: Pair) -> None:
+    """D18: Kafka reads any int64 duration; Kafkernel closes the connection on one past
+    2^63 microseconds (about 292,000 years), which kio's reader cannot build."""
+    documented("D18")
+    frame = _offset_commit_retained_for_ages()
+    assert not _closes(pair.kafka, frame)
+    assert _closes(pair.kafkernel, frame)
