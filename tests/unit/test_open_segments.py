@@ -21,9 +21,11 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
                                 reason="reads Linux's /proc")
 
 
-def open_logs(tmp_path: Path, budget: OpenSegments, count: int, **config: int) -> list[Log]:
+def open_logs(tmp_path: Path, budget: OpenSegments, count: int,
+              had_clean_shutdown: bool = False, **config: int) -> list[Log]:
     callbacks = LogCallbacks(open_segments=budget)
-    return [Log.open(tmp_path / f"t{i}-0", LogConfig(**config), now_ms=NOW, callbacks=callbacks)
+    return [Log.open(tmp_path / f"t{i}-0", LogConfig(**config), now_ms=NOW,
+                     callbacks=callbacks, had_clean_shutdown=had_clean_shutdown)
             for i in range(count)]
 
 
@@ -53,16 +55,20 @@ def test_many_partitions_hold_at_most_the_budget(tmp_path: Path) -> None:
     for log in logs:
         log.close()
     assert len(budget) == 0
-    # a clean restart after the evictions: the same records, timestamps and indexes
-    reopened = open_logs(tmp_path, OpenSegments(MIN_OPEN_SEGMENTS), 3 * MIN_OPEN_SEGMENTS,
-                         index_interval_bytes=100)
-    for log in reopened:
-        assert read_all(log) == list(range(15))
-        found = log.fetch_offset_for_timestamp(NOW + 23)
-        assert found is not None and found.offset == 13
-        log.append_as_leader(batch(5), leader_epoch=1, now_ms=NOW)
-        assert read_all(log) == list(range(20))
-        log.close()
+    # a clean restart after the evictions (no recovery: the files are trusted), then an
+    # unclean one: the same records, timestamps and indexes
+    for clean in (True, False):
+        reopened = open_logs(tmp_path, OpenSegments(MIN_OPEN_SEGMENTS), 3 * MIN_OPEN_SEGMENTS,
+                             index_interval_bytes=100, had_clean_shutdown=clean)
+        for log in reopened:
+            assert read_all(log) == list(range(15 if clean else 20))
+            assert log.active_segment.max_timestamp_so_far == NOW + 24
+            found = log.fetch_offset_for_timestamp(NOW + 23)
+            assert found is not None and found.offset == 13
+            if clean:
+                log.append_as_leader(batch(5), leader_epoch=1, now_ms=NOW)
+                assert read_all(log) == list(range(20))
+            log.close()
 
 
 def test_evicted_active_segment_gives_back_reserved_blocks(tmp_path: Path) -> None:
@@ -120,3 +126,20 @@ def test_capacity_can_shrink_and_never_falls_below_the_minimum(tmp_path: Path) -
     for log in logs:
         assert read_all(log) == list(range(5))
         log.close()
+
+
+def test_an_evicted_active_segment_keeps_its_max_timestamp_over_a_clean_restart(
+    tmp_path: Path,
+) -> None:
+    """No index entry was due (a few small batches): the time index entry a close writes
+    is written when the budget closes the active segment's files."""
+    logs = open_logs(tmp_path, OpenSegments(MIN_OPEN_SEGMENTS), MIN_OPEN_SEGMENTS + 1)
+    for log in logs:
+        log.append_as_leader(batch(2, ts=NOW + 100), leader_epoch=1, now_ms=NOW)
+    first = logs[0]
+    assert not first.active_segment.files_open
+    for log in logs:
+        log.close()
+    reopened = open_logs(tmp_path, OpenSegments(MIN_OPEN_SEGMENTS), 1, had_clean_shutdown=True)
+    assert reopened[0].active_segment.max_timestamp_so_far == NOW + 101
+    reopened[0].close()
