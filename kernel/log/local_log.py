@@ -345,6 +345,7 @@ class LocalLog:
         if after_step is not None:
             after_step("old segments deleted")
         new.change_file_suffixes(SWAP_SUFFIX, "", step("rename"))
+        new.close_files()  # the cleaner thread opened them: reads open them on the loop
         return True
 
     # -- truncation -----------------------------------------------------------------

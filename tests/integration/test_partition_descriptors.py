@@ -55,26 +55,41 @@ def test_more_partitions_than_the_open_files_limit(tmp_path: Path) -> None:
             producer.produce(name, name.encode())
         assert producer.flush(60) == 0, "records not delivered"
 
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fds",
-                             "enable.auto.commit": False, "fetch.wait.max.ms": 100})
-        consumer.assign([TopicPartition(name, 0, 0) for name in names])
-        seen: dict[str, bytes | None] = {}
-        deadline = time.monotonic() + 60
-        while len(seen) < TOPICS and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    seen[str(msg.topic())] = msg.value()
-        consumer.close()
-        assert len(seen) == TOPICS, f"{TOPICS - len(seen)} topics not read"
-        assert seen == {name: name.encode() for name in names}
-
+        _read_every_topic(broker.bootstrap, names)
         # the log's files stay within their budget: clients keep their room
         assert broker.open_files() < OPEN_FILES // 2
         assert _metric(metrics_port, "kafkernel_client_connection_room") > OPEN_FILES // 4
         assert broker.answers(timeout=10)
-        log = broker.log()
-        assert "Too many open files" not in log and "OSError(24" not in log
-        assert broker.problems() == []
+        _assert_healthy(broker)
+    # a restart loads them all under the same limit
+    again = BrokerProcess(tmp_path, f"metrics.port={metrics_port}", open_files=OPEN_FILES,
+                          port=broker.port)
+    with again:
+        assert again.answers(timeout=10)
+        _read_every_topic(again.bootstrap, names)
+        assert again.open_files() < OPEN_FILES // 2
+        _assert_healthy(again)
+
+
+def _read_every_topic(bootstrap: str, names: list[str]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fds",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(name, 0, 0) for name in names])
+    seen: dict[str, bytes | None] = {}
+    deadline = time.monotonic() + 60
+    while len(seen) < len(names) and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            if msg.error() is None:
+                seen[str(msg.topic())] = msg.value()
+    consumer.close()
+    assert len(seen) == len(names), f"{len(names) - len(seen)} topics not read"
+    assert seen == {name: name.encode() for name in names}
+
+
+def _assert_healthy(broker: BrokerProcess) -> None:
+    log = broker.log()
+    assert "Too many open files" not in log and "OSError(24" not in log
+    assert broker.problems() == []
 
 
 def _round_trip(bootstrap: str, topic: str) -> None:
