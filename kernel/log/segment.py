@@ -228,7 +228,8 @@ class LogSegment:
             ts = self._max_timestamp
             if time_index is not None and ts is not None and not time_index.is_full():
                 time_index.maybe_append(ts, self._offset_of_max_timestamp)
-            self._release_reserved()
+            with contextlib.suppress(OSError):  # kept reserved: the close still happens
+                self._release_reserved()
         for index in (offset_index, time_index):
             if index is not None:  # an active one is unmapped, not trimmed
                 (index.discard if self._active else index.close)()
