@@ -133,9 +133,9 @@ class LocalLog:
 
     def _files_opened(self, segment: LogSegment) -> None:
         """An inactive segment opened its files for a read or retention: keep the last
-        few open, as Kafka's lazy indexes keep what is used, and close the oldest. Only
-        the active segment's stay open for good, so open files grow with partitions,
-        not with segments."""
+        few open, as Kafka's lazy indexes keep what is used, and close the oldest, so
+        open files do not grow with segments (nor with partitions: the broker's budget,
+        :mod:`kernel.log.open_segments`, closes any segment's)."""
         open_inactive = self._open_inactive_files
         open_inactive.pop(segment, None)
         open_inactive[segment] = None

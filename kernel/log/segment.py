@@ -558,7 +558,7 @@ class LogSegment:
         file_size = os.fstat(fd).st_size
         if file_size == 0 and self._offset_index is None and self._time_index is None:
             # Nothing to index: stale index files go, and new ones are created on first
-            # use, so an idle partition recovered after a crash still holds one file.
+            # use, so an idle partition recovered after a crash holds no index either.
             self.index_path.unlink(missing_ok=True)
             self.time_index_path.unlink(missing_ok=True)
             self.txn_index.reset()
