@@ -56,8 +56,8 @@ def test_more_partitions_than_the_open_files_limit(tmp_path: Path) -> None:
         assert producer.flush(60) == 0, "records not delivered"
 
         _read_every_topic(broker.bootstrap, names)
-        # the log's files stay within their budget: clients keep their room
-        assert broker.open_files() < OPEN_FILES // 2
+        # the log keeps its files within their half of what is left: clients keep theirs
+        assert broker.open_files() < OPEN_FILES * 3 // 4
         assert _metric(metrics_port, "kafkernel_client_connection_room") > OPEN_FILES // 4
         assert broker.answers(timeout=10)
         _assert_healthy(broker)
@@ -67,7 +67,7 @@ def test_more_partitions_than_the_open_files_limit(tmp_path: Path) -> None:
     with again:
         assert again.answers(timeout=10)
         _read_every_topic(again.bootstrap, names)
-        assert again.open_files() < OPEN_FILES // 2
+        assert again.open_files() < OPEN_FILES * 3 // 4
         _assert_healthy(again)
 
 
