@@ -88,10 +88,10 @@ def _keep_freed_memory() -> None:
 
 def _raise_open_files_limit() -> tuple[int, int, int] | None:
     """Raise the soft RLIMIT_NOFILE to the hard limit, as Kafka's start scripts expect
-    an operator to: every partition keeps its active segment's files open, so a few
-    hundred partitions exceed a default soft limit of 1024. Returns (old soft, new
-    soft, hard) when it was raised. Only the server binary does this: it is
-    process-wide."""
+    an operator to: the log's open segment files get half of what the broker's fixed
+    needs leave, and a default soft limit of 1024 would keep few segments open (the
+    least recently used ones close and reopen). Returns (old soft, new soft, hard)
+    when it was raised. Only the server binary does this: it is process-wide."""
     from kernel.network.descriptors import NR_OPEN_DEFAULT
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -214,6 +214,8 @@ class Broker:
             listening_sockets=2 * len(self.endpoints),  # IPv4 and IPv6 at most
             log_dirs=len(cfg.log_dirs), log_workers=self.logs.num_workers,
             cleaner_threads=cfg.log_cleaner_threads if cfg.log_cleaner_enable else 0)
+        # the log keeps its open segment files within their share of the limit
+        self.logs.open_segments.capacity = self.descriptor_reserve.open_segments
         self.metrics.client_connection_room.set_function(self._client_room_metric)
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.produce_purgatory, self.fetch_purgatory,

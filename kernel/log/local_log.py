@@ -21,6 +21,7 @@ from pathlib import Path
 from kernel.log.checkpoint import fsync_dir
 from kernel.log.log_config import LogConfig
 from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata
+from kernel.log.open_segments import OpenSegments
 from kernel.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kernel.protocol.errors import ErrorCode, KafkaError
 from kernel.protocol.records import BatchHeader, Chunks
@@ -56,6 +57,16 @@ def new_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> L
     )
 
 
+def remove_trees(dirs: list[Path]) -> None:
+    for directory in dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 def storage_error(name: str, e: OSError) -> KafkaError:
     return KafkaError(ErrorCode.kafka_storage_error, f"I/O error on {name}: {e}")
 
@@ -81,6 +92,7 @@ class LocalLog:
         now_ms: int,
         delete_files_later: DeleteFilesLater | None = None,
         parent_needs_sync: bool = False,
+        open_segments: OpenSegments | None = None,
     ) -> None:
         self.dir = directory
         self.topic, self.partition = parse_topic_partition(directory.name)
@@ -89,9 +101,10 @@ class LocalLog:
         self._bases: tuple[int, ...] = ()
         # Inactive segments whose files are open, oldest first (see _files_opened).
         self._open_inactive_files: dict[LogSegment, None] = {}
+        self._open_segments = open_segments
         self._set_segments(tuple(segments))
-        for segment in segments[:-1]:
-            segment.close_files()  # recovery opened them; reads open them again
+        for segment in segments:
+            segment.close_files()  # recovery opened them; appends and reads open them again
         self.log_end_offset = log_end_offset
         self.recovery_point = recovery_point
         self.last_flush_ms = now_ms
@@ -114,6 +127,7 @@ class LocalLog:
         self._offset_metadata_cache = None
         for segment in segments:
             segment.on_files_opened = self._files_opened
+            segment.open_segments = self._open_segments
         open_inactive = self._open_inactive_files
         current = set(segments)
         for segment in [s for s in open_inactive if s not in current or s.is_active]:
@@ -121,9 +135,9 @@ class LocalLog:
 
     def _files_opened(self, segment: LogSegment) -> None:
         """An inactive segment opened its files for a read or retention: keep the last
-        few open, as Kafka's lazy indexes keep what is used, and close the oldest. Only
-        the active segment's stay open for good, so open files grow with partitions,
-        not with segments."""
+        few open, as Kafka's lazy indexes keep what is used, and close the oldest, so
+        open files do not grow with segments (nor with partitions: the broker's budget,
+        :mod:`kernel.log.open_segments`, closes any segment's)."""
         open_inactive = self._open_inactive_files
         open_inactive.pop(segment, None)
         open_inactive[segment] = None
@@ -172,7 +186,8 @@ class LocalLog:
 
     def roll(self, expected_next_offset: int | None, now_ms: int) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset);
-        returns the active segment unchanged when it is empty at that offset."""
+        returns the active segment unchanged when it is empty at that offset. The new
+        segment opens its file on its first append."""
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.segments[-1]
         if active.base_offset == new_offset and active.size == 0:
@@ -332,6 +347,7 @@ class LocalLog:
         if after_step is not None:
             after_step("old segments deleted")
         new.change_file_suffixes(SWAP_SUFFIX, "", step("rename"))
+        new.close_files()  # the cleaner thread opened them: reads open them on the loop
         return True
 
     # -- truncation -----------------------------------------------------------------

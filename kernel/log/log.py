@@ -29,6 +29,7 @@ from kernel.log.loader import LogLoader, rebuild_producer_state
 from kernel.log.local_log import DeleteFilesLater, LocalLog, storage_error
 from kernel.log.log_config import LogConfig
 from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from kernel.log.open_segments import OpenSegments
 from kernel.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -76,6 +77,8 @@ class LogCallbacks:
     delete_files_later: DeleteFilesLater | None = None
     # Told before truncation removes everything from the offset on (the cleaner aborts).
     on_truncation: Callable[[Log, int], None] | None = None
+    # The broker's budget of segments with open files (None: files stay open).
+    open_segments: OpenSegments | None = None
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -170,6 +173,7 @@ class Log:
             directory, config, segments, log_end_offset=offsets.log_end_offset,
             recovery_point=offsets.recovery_point, now_ms=now,
             delete_files_later=callbacks.delete_files_later, parent_needs_sync=created,
+            open_segments=callbacks.open_segments,
         )
         return cls(
             local_log, log_start_offset=offsets.log_start_offset,

@@ -32,6 +32,7 @@ import structlog
 
 from kernel.config import BrokerConfig
 from kernel.libc import out_of_descriptors
+from kernel.log import local_log
 from kernel.log.checkpoint import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -52,6 +53,7 @@ from kernel.log.log_config import LogConfig
 from kernel.log.log_dir_lock import LogDirError as LogDirError
 from kernel.log.log_dir_lock import LogDirInUseError as LogDirInUseError
 from kernel.log.log_dir_lock import lock_log_dir
+from kernel.log.open_segments import OpenSegments
 from kernel.log.recovery_progress import (
     RECOVERY_LOG_INTERVAL_S,
     RecoveryListener,
@@ -134,9 +136,8 @@ class LogManager:
         # Kafka's internal producer.id.expiration.check.interval.ms (not a broker config)
         self._producer_expiration_check_ms = producer_id_expiration_check_interval_ms
         self._logs: dict[TopicPartition, Log] = {}
-        # How many logs each log dir holds, kept as logs come and go: a new log goes to
-        # the emptiest dir without walking every log (a 4,000-partition topic would
-        # walk them 4,000 times).
+        # Logs per log dir, kept as logs come and go: a new log goes to the emptiest
+        # dir without walking every log (a 4,000-partition topic would, 4,000 times).
         self._logs_per_dir: dict[Path, int] = {}
         self._lock_fds: dict[Path, int] = {}
         self._loaded = False
@@ -155,7 +156,9 @@ class LogManager:
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._file_deletions: set[asyncio.TimerHandle] = set()
         self._dirs_to_remove: list[Path] = []
+        self.open_segments = OpenSegments()  # across logs; the broker sets its cap
         self._callbacks = LogCallbacks(
+            open_segments=self.open_segments,
             on_segment_rolled=self._segment_rolled,
             on_flush_needed=self._flush_needed,
             on_log_start_offset_changed=self._log_start_offset_changed,
@@ -179,7 +182,7 @@ class LogManager:
 
     @property
     def num_logs(self) -> int:
-        """Partitions hosted: each keeps its active segment's files open."""
+        """Partitions hosted (their open files are capped by ``open_segments``)."""
         return len(self._logs)
 
     @property
@@ -429,15 +432,21 @@ class LogManager:
 
     def _open_new_logs(self, batch: list[tuple[TopicPartition, Path, LogConfig, int | None]],
                        now_ms: int) -> list[Log]:
+        """The logs, holding no file; on a failure (EMFILE) those opened are closed."""
         logs: list[Log] = []
-        for (topic, partition), parent, config, epoch in batch:
-            log = Log.open(parent / log_dir_name(topic, partition), config,
-                           had_clean_shutdown=False, callbacks=self._callbacks, now_ms=now_ms,
-                           producer_id_expiration_ms=self._broker_config
-                           .producer_id_expiration_ms)
-            if epoch is not None:  # what the leader's make_leader would write on the loop
-                log.assign_epoch_start_offset(epoch, 0)
-            logs.append(log)
+        try:
+            for (topic, partition), parent, config, epoch in batch:
+                log = Log.open(parent / log_dir_name(topic, partition), config,
+                               had_clean_shutdown=False, callbacks=self._callbacks,
+                               now_ms=now_ms, producer_id_expiration_ms=self._broker_config
+                               .producer_id_expiration_ms)
+                logs.append(log)
+                if epoch is not None:  # what the leader's make_leader writes on the loop
+                    log.assign_epoch_start_offset(epoch, 0)
+        except BaseException:
+            for log in logs:
+                log.close(flush=False)
+            raise
         return logs
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -468,9 +477,9 @@ class LogManager:
     def _remove_renamed_dirs(self) -> None:
         dirs, self._dirs_to_remove = self._dirs_to_remove, []
         if self._executor is None:
-            _remove_trees(dirs)
+            local_log.remove_trees(dirs)
         else:
-            self._spawn(self._in_thread(_remove_trees, dirs))
+            self._spawn(self._in_thread(local_log.remove_trees, dirs))
 
     # -- checkpoints --------------------------------------------------------------------
 
@@ -576,12 +585,12 @@ class LogManager:
         thread. A stop cancels what is still waiting; the next start removes those."""
         loop = self._loop
         if loop is None or self._executor is None:
-            _unlink_all(paths)
+            local_log.unlink_all(paths)
             return
 
         def due() -> None:
             self._file_deletions.discard(handle)
-            self._spawn(self._in_thread(_unlink_all, paths))
+            self._spawn(self._in_thread(local_log.unlink_all, paths))
 
         handle = loop.call_later(delay_ms / 1000, due)
         self._file_deletions.add(handle)
@@ -643,6 +652,7 @@ class LogManager:
             max_workers=self.num_workers, thread_name_prefix="kafkernel-log"
         )
         self._loop = loop
+        self.open_segments.bind_to_current_thread()  # only the loop closes others' files
         if not self._loaded:
             await loop.run_in_executor(self._executor, self.load)
         config = self._broker_config
@@ -787,12 +797,3 @@ def _moved_start(log: Log) -> int | None:
     """The log start offset where it is past the first segment's base (else None)."""
     return log.log_start_offset if log.log_start_offset > log.segments[0].base_offset else None
 
-
-def _remove_trees(dirs: list[Path]) -> None:
-    for directory in dirs:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _unlink_all(paths: list[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)

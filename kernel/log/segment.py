@@ -6,9 +6,10 @@ every ``index.interval.bytes``. Reads translate an offset to a file position thr
 sparse index and then walk batch *headers* only, and return a byte range read with
 ``pread``: records are never decoded on the fetch path. Files are opened lazily, so a
 clean start reads no segment data at all, and indexes are created on first use (Kafka's
-LazyIndex): an idle partition holds one open file. An inactive segment's files are
-closed again once its log keeps more than a few open (``LocalLog._files_opened``), so open
-files grow with partitions, not with segments.
+LazyIndex). An inactive segment's files are closed again once its log keeps more than a
+few open (``LocalLog._files_opened``), and any segment's, the active one's too, once the
+broker's budget of open segments is spent (:mod:`kernel.log.open_segments`): an idle
+partition holds no open file, and open files grow with neither partitions nor segments.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-
-import crc32c as _crc32c
 
 from kernel.libc import fallocate_keep_size, pwritev_all
 from kernel.log.checkpoint import fsync_path
@@ -31,12 +30,11 @@ from kernel.log.index import (
     TimestampOffset,
 )
 from kernel.log.offset_metadata import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
-from kernel.log.segment_recovery import RecoveryScan, revalidate
+from kernel.log.open_segments import OpenSegments
+from kernel.log.segment_recovery import RecoveryScan, recovery_start, revalidate
 from kernel.log.txn_index import TransactionIndex
 from kernel.protocol.records import (
-    ATTRIBUTES_OFFSET,
     BATCH_HEADER,
-    CURRENT_MAGIC,
     INT32_MAX,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
@@ -117,6 +115,7 @@ class LogSegment:
         # Told when an inactive segment opens its files: the owner keeps only a few
         # segments' files open (set by the Log; None leaves them open until close).
         self.on_files_opened: Callable[[LogSegment], None] | None = None
+        self.open_segments: OpenSegments | None = None  # the broker's budget (set by the log)
         self._fd_lock = threading.Lock()  # the loop closing _fd vs. a flush using it
 
     # -- construction ---------------------------------------------------------------
@@ -144,15 +143,16 @@ class LogSegment:
         for path in (segment.log_path, segment.index_path, segment.time_index_path,
                      segment.txn_index.path):
             path.unlink(missing_ok=True)
-        segment._fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        segment._file = LogFile(segment._fd)
+        fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if preallocate_bytes > 0:  # the blocks stay allocated after the close
+                segment._reserve(fd, 0, 0)
+        finally:
+            os.close(fd)
         segment._size = 0
         segment._max_timestamp = NO_TIMESTAMP
-        # The indexes are created on first use, as Kafka's LazyIndex: the first append
-        # (should_roll asks whether they are full) or read. An idle partition holds one
-        # open file.
-        if preallocate_bytes > 0:
-            segment._reserve(segment._fd, 0, 0)
+        # The log file opens, and the indexes are created, on first use as Kafka's
+        # LazyIndex: the first append (should_roll asks whether they are full) or read.
         return segment
 
     # -- files ----------------------------------------------------------------------
@@ -170,9 +170,14 @@ class LogSegment:
             self._fd = self._file.fd
             if self._size is None:
                 self._size = os.fstat(self._fd).st_size
-            if not self._active and self.on_files_opened is not None:
-                self.on_files_opened(self)
+            self._files_opened()
         return self._fd
+
+    def _files_opened(self) -> None:
+        if not self._active and self.on_files_opened is not None:
+            self.on_files_opened(self)
+        if self.open_segments is not None:
+            self.open_segments.opened(self)
 
     @property
     def size(self) -> int:
@@ -217,21 +222,29 @@ class LogSegment:
         self._time_index = time_index
         if rebuild and allow_rebuild and self.size > 0:
             self.recover()
-        if not self._active and self.on_files_opened is not None:
-            self.on_files_opened(self)
+        self._files_opened()
 
     def close_files(self) -> None:
-        """Close the log file and unmap the indexes of an inactive segment nobody is
-        using (Kafka's lazy indexes, closed again): the next read opens them. What was
+        """Close the log file and unmap the indexes of a segment nobody is using (Kafka's
+        lazy indexes, closed again): the next append or read opens them. What was
         written through them stays in the page cache and a flush fsyncs the files by
-        name, so nothing is lost. The active segment keeps its files."""
-        if self._active or self._closed:
+        name. An active segment's indexes stay preallocated (a reopen counts their
+        entries) and get the time entry a close writes; its reserved blocks go back."""
+        if self.open_segments is not None:
+            self.open_segments.closed(self)
+        if self._closed:
             return
         offset_index, time_index = self._offset_index, self._time_index
         self._offset_index = self._time_index = None
+        if self._active:
+            ts = self._max_timestamp
+            if time_index is not None and ts is not None and not time_index.is_full():
+                time_index.maybe_append(ts, self._offset_of_max_timestamp)
+            with contextlib.suppress(OSError):  # kept reserved: the close still happens
+                self._release_reserved()
         for index in (offset_index, time_index):
-            if index is not None:
-                index.close()
+            if index is not None:  # an active one is unmapped, not trimmed
+                (index.discard if self._active else index.close)()
         with self._fd_lock:  # a flush in a worker thread duplicates it under this lock
             self._fd = -1
             file, self._file = self._file, None
@@ -269,6 +282,8 @@ class LogSegment:
                 f"offset {last_offset} does not fit segment {self.log_path.name}"
             )
         fd = self._open()
+        if self.open_segments is not None:
+            self.open_segments.touch(self)
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = max(b.max_timestamp for b in batches)
@@ -412,7 +427,6 @@ class LogSegment:
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position``: headers are read in
         chunks, the records are skipped."""
-        fd = self._open()
         limit = self.size if end is None else end
         chunk = b""
         chunk_start = position
@@ -420,7 +434,8 @@ class LogSegment:
         while position + RECORD_BATCH_OVERHEAD <= limit:
             rel = position - chunk_start
             if rel + RECORD_BATCH_OVERHEAD > len(chunk):
-                chunk = os.pread(fd, SCAN_CHUNK_BYTES, position)
+                # opened again: between two yields the budget may have closed it
+                chunk = os.pread(self._open(), SCAN_CHUNK_BYTES, position)
                 chunk_start = position
                 rel = 0
                 if len(chunk) < RECORD_BATCH_OVERHEAD:
@@ -454,6 +469,8 @@ class LogSegment:
         None when the segment has nothing at or after ``start_offset``. With
         ``zero_copy`` a read of ``ZERO_COPY_MIN_BYTES`` or more is a FileRecords slice of
         the file, not its bytes (a fetch sends it with sendfile)."""
+        if self.open_segments is not None:
+            self.open_segments.touch(self)
         found = self.translate_offset(start_offset)
         if found is None:
             return None
@@ -537,31 +554,6 @@ class LogSegment:
 
     # -- recovery -------------------------------------------------------------------
 
-    def _recovery_start(self, start_offset: int, file_size: int) -> tuple[int, int]:
-        """(position, offset) to re-validate from: the indexed batch just below
-        ``start_offset`` (the recovery point), whose bytes and index entry were fsynced
-        before the recovery point moved past them. (0, base offset) when anything about
-        it looks wrong, so recovery falls back to the whole segment."""
-        entry = self.offset_index.lookup(start_offset - 1)
-        position = entry.position
-        if position <= 0 or position + RECORD_BATCH_OVERHEAD > file_size:
-            return 0, self.base_offset
-        header = self._read_header(position)
-        if (
-            header is None
-            or header.magic != CURRENT_MAGIC
-            or header.last_offset != entry.offset
-            or header.batch_length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD
-            or position + header.batch_length + LOG_OVERHEAD > file_size
-        ):
-            return 0, self.base_offset
-        batch = self.read_batch(position, header)
-        if _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
-            return 0, self.base_offset
-        self.offset_index.truncate_to(header.last_offset + 1)
-        self.time_index.truncate_to(header.last_offset + 1)
-        return position, header.base_offset
-
     def recover(
         self,
         on_batch: Callable[[BatchHeader], None] | None = None,
@@ -578,7 +570,7 @@ class LogSegment:
         file_size = os.fstat(fd).st_size
         if file_size == 0 and self._offset_index is None and self._time_index is None:
             # Nothing to index: stale index files go, and new ones are created on first
-            # use, so an idle partition recovered after a crash still holds one file.
+            # use, so an idle partition recovered after a crash holds no index either.
             self.index_path.unlink(missing_ok=True)
             self.time_index_path.unlink(missing_ok=True)
             self.txn_index.reset()
@@ -596,7 +588,7 @@ class LogSegment:
         time_index.resize(self.max_index_size)
         position, next_offset = 0, self.base_offset
         if start_offset is not None and start_offset > self.base_offset:
-            position, next_offset = self._recovery_start(start_offset, file_size)
+            position, next_offset = recovery_start(self, start_offset, file_size)
         self._rolling_based_timestamp = None
         # the loader's producer state replay writes the aborted transactions again
         self.txn_index.truncate_to(next_offset)
@@ -785,6 +777,8 @@ class LogSegment:
 
     def _release_file(self) -> None:
         """Let go of the log file: it closes once no fetch is sending from it."""
+        if self.open_segments is not None:
+            self.open_segments.closed(self)
         self._fd = -1
         file, self._file = self._file, None
         if file is not None:

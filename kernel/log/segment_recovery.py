@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import crc32c as _crc32c
 
@@ -21,6 +22,9 @@ from kernel.protocol.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
 )
+
+if TYPE_CHECKING:
+    from kernel.log.segment import LogSegment
 
 RECOVERY_CHUNK_BYTES = 1024 * 1024
 
@@ -108,3 +112,29 @@ def revalidate(
         on_progress(position - reported)
     scan.position, scan.next_offset, scan.since = position, next_offset, since
     scan.max_timestamp, scan.offset_of_max_timestamp = max_timestamp, offset_of_max
+
+
+def recovery_start(segment: LogSegment, start_offset: int, file_size: int) -> tuple[int, int]:
+    """(position, offset) to re-validate from: the indexed batch just below
+    ``start_offset`` (the recovery point), whose bytes and index entry were fsynced
+    before the recovery point moved past them. (0, base offset) when anything about
+    it looks wrong, so recovery falls back to the whole segment."""
+    entry = segment.offset_index.lookup(start_offset - 1)
+    position = entry.position
+    if position <= 0 or position + RECORD_BATCH_OVERHEAD > file_size:
+        return 0, segment.base_offset
+    header = segment._read_header(position)
+    if (
+        header is None
+        or header.magic != CURRENT_MAGIC
+        or header.last_offset != entry.offset
+        or header.batch_length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD
+        or position + header.batch_length + LOG_OVERHEAD > file_size
+    ):
+        return 0, segment.base_offset
+    batch = segment.read_batch(position, header)
+    if _crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
+        return 0, segment.base_offset
+    segment.offset_index.truncate_to(header.last_offset + 1)
+    segment.time_index.truncate_to(header.last_offset + 1)
+    return position, header.base_offset

@@ -3,10 +3,18 @@
 Every client connection is a descriptor, and so is every file the log opens. Kafka
 relies on the operator's ``ulimit -n``; a Python broker cannot let a flood of idle
 clients take the descriptors its checkpoints, flushes, cleaner and inter-broker links
-need. So the soft RLIMIT_NOFILE is read once at start, the broker's own needs are
-estimated from what it hosts (partitions, other brokers), and clients get what is left:
-a connection beyond that is closed as soon as it is accepted, before the reserve is
-touched (the accept itself takes one descriptor of the margin).
+need. So the soft RLIMIT_NOFILE is read once at start and split:
+
+- ``fixed``: what the broker needs whatever it hosts (the process, listeners, log dirs,
+  log workers, cleaner threads);
+- half of the rest is the budget of the log's open segment files: the log manager keeps
+  at most that many segments open, least recently used closed first
+  (:mod:`kernel.log.open_segments`), however many partitions it hosts; while it hosts
+  few partitions, only what they can hold is kept;
+- the inter-broker links, per other broker;
+- clients get what is left: a connection beyond that is closed as soon as it is
+  accepted, before the reserve is touched (the accept takes one descriptor of the
+  margin).
 """
 
 from __future__ import annotations
@@ -22,14 +30,9 @@ from kernel.log.local_log import DELETE_DIR_SUFFIX, MAX_OPEN_INACTIVE_SEGMENTS
 # A segment's .log descriptor, and before Python 3.13 the duplicate each mmap keeps of
 # its .index and .timeindex (see kernel/log/index.py).
 FILES_PER_SEGMENT = 1 if sys.version_info >= (3, 13) else 3
-# Every partition keeps its active segment open.
-FILES_PER_PARTITION = FILES_PER_SEGMENT
-# A read of an old segment keeps a few inactive ones open. Reserving that for every
-# partition would leave a broker of 4,000 partitions no room for clients under a limit
-# of 20,000 (what Kafka itself needs is one descriptor per segment of every partition):
-# the reserve covers reads of this many partitions' old segments at once.
-READ_PARTITIONS = 256
-FILES_PER_READ_PARTITION = MAX_OPEN_INACTIVE_SEGMENTS * FILES_PER_SEGMENT
+# What one partition's segments can hold open at most: its active segment and the few
+# inactive ones its reads keep (a partition at rest holds none).
+FILES_PER_PARTITION = (1 + MAX_OPEN_INACTIVE_SEGMENTS) * FILES_PER_SEGMENT
 # The interpreter and its event loop (stdio, epoll, wake-up pipes, the signal socket),
 # the metadata plugin's log, the metrics endpoint and a few scrapes of it, plugins'
 # odd files: a margin that also covers the descriptor an accept takes.
@@ -55,6 +58,20 @@ class DescriptorReserve:
     """``limit``: the soft RLIMIT_NOFILE read at start (None: unlimited); ``fixed``:
     what the broker needs whatever it hosts."""
 
+    @property
+    def segment_files(self) -> int | None:
+        """Descriptors the log's open segment files may take: half of what the fixed
+        needs leave (None: no limit)."""
+        if self.limit is None:
+            return None
+        return max(self.limit - self.fixed, 0) // 2
+
+    @property
+    def open_segments(self) -> int | None:
+        """The log manager's budget of segments with open files (None: unbounded)."""
+        files = self.segment_files
+        return None if files is None else files // FILES_PER_SEGMENT
+
     limit: int | None
     fixed: int
 
@@ -68,9 +85,11 @@ class DescriptorReserve:
 
     def reserved(self, partitions: int, brokers: int) -> int:
         """Descriptors kept for the broker's work with ``partitions`` hosted and
-        ``brokers`` other brokers to link to."""
-        return (self.fixed + partitions * FILES_PER_PARTITION
-                + min(partitions, READ_PARTITIONS) * FILES_PER_READ_PARTITION
+        ``brokers`` other brokers to link to: the segment files' budget, or less while
+        the partitions hosted cannot hold that much."""
+        segments = partitions * FILES_PER_PARTITION
+        budget = self.segment_files
+        return (self.fixed + (segments if budget is None else min(segments, budget))
                 + max(brokers, 0) * LINKS_PER_BROKER)
 
     def client_room(self, partitions: int, brokers: int) -> int | None:
@@ -117,6 +136,9 @@ def describe_room(reserve: DescriptorReserve, partitions: int, brokers: int) -> 
         return "no open files limit (RLIMIT_NOFILE): client connections are not bounded by it"
     return (f"the open files limit (RLIMIT_NOFILE {reserve.limit}) leaves room for {room} "
             f"client connections beside the {reserve.reserved(partitions, brokers)} "
-            f"descriptors kept for the broker's own work ({partitions} partitions, "
-            f"{FILES_PER_PARTITION} files each, and reads of old segments of "
-            f"{READ_PARTITIONS} of them at once)")
+            f"descriptors kept for the broker's own work: {reserve.fixed} for the process, "
+            f"listeners, log dirs, log workers and cleaner, at most "
+            f"{reserve.segment_files} (half of the rest) for the segment files of its "
+            f"{partitions} partitions, which keep at most {reserve.open_segments} segments "
+            f"open ({FILES_PER_SEGMENT} files each, least recently used closed first), "
+            f"and {LINKS_PER_BROKER} per other broker")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
@@ -37,6 +38,7 @@ from kernel.cluster import NO_LEADER, ClusterImage, PartitionState, TopicImage
 from kernel.config import BrokerConfig
 from kernel.log.validator import AppendOrigin, RecordValidationError
 from kernel.log.volume import volume_bytes
+from kernel.logging import Notices
 from kernel.metrics import BrokerMetrics
 from kernel.protocol.errors import KafkaError
 from kernel.purgatory import Purgatory
@@ -59,6 +61,9 @@ from kernel.replica.replication_quota import ReplicationQuotas
 # STEPS_PER_SLICE replicas per turn of the loop. A smaller image is applied at once.
 MAX_LOGS_CHANGED_AT_ONCE = 20
 STEPS_PER_SLICE = 50
+# A replica whose log could not be created (out of descriptors or disk space) is left
+# out of the image; the next image, or this timer, tries it again.
+CREATE_RETRY_S = 5.0
 
 if TYPE_CHECKING:
     from kernel.log import LogAppendInfo
@@ -149,6 +154,11 @@ class ReplicaManager:
         self._backlog: collections.deque[tuple[ClusterImage | None, ClusterImage]] = (
             collections.deque())
         self._applier: asyncio.Task[None] | None = None
+        self._image: ClusterImage | None = None  # the last one received
+        # Replicas of the last application whose log could not be created, to retry.
+        self._uncreated: dict[TopicPartition, OSError] = {}
+        self._retry: asyncio.TimerHandle | None = None
+        self._notices = Notices()
         self.replication_quotas = ReplicationQuotas(broker_id, metrics)
         self._metrics = metrics
         self._transaction_verifier = transaction_verifier
@@ -168,6 +178,9 @@ class ReplicaManager:
         if self._applier is not None:
             self._applier.cancel()
             await asyncio.gather(self._applier, return_exceptions=True)
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         self._backlog.clear()
         self._follower = None
         self._alter_partition = None
@@ -179,6 +192,7 @@ class ReplicaManager:
     # -- following the cluster image -----------------------------------------
 
     def apply_image(self, old: ClusterImage | None, new: ClusterImage) -> None:
+        self._image = new
         """Follow ``new``: at once, or (many new logs, or images already waiting) after
         the images before it, once its logs are made off the event loop."""
         if (self._backlog or len(self._new_logs(old, new)) > MAX_LOGS_CHANGED_AT_ONCE
@@ -203,7 +217,9 @@ class ReplicaManager:
                 try:
                     await self.logs.create_logs(self._new_logs(old, new))
                 except Exception as e:  # applied anyway: what is missing is made on the loop
-                    self._log.error("creating logs failed", error=repr(e))
+                    if self._notices.due("create_logs"):
+                        self._log.error("creating logs failed; the image makes them one "
+                                        "at a time", error=repr(e))
                 try:
                     for step, _ in enumerate(self._applying(old, new), 1):
                         if step % STEPS_PER_SLICE == 0:
@@ -249,6 +265,7 @@ class ReplicaManager:
         steps a sliced application spreads over turns of the loop."""
         self.replication_quotas.follow_topics(new.topics)
         changes: list[LeadershipChange] = []
+        self._uncreated.clear()  # every replica without a log is tried again below
         if old is not None and old.topics is not new.topics:
             for name, topic in old.topics.items():
                 current = new.topics.get(name)
@@ -271,7 +288,11 @@ class ReplicaManager:
                     continue
                 partition = self.partitions.get(key)
                 if partition is None:
-                    partition = self._create_partition(topic, state.partition)
+                    try:
+                        partition = self._create_partition(topic, state.partition)
+                    except OSError as e:  # the rest of the image is applied all the same
+                        self._uncreated[key] = e
+                        continue
                 if previous is not None and partition.state == state and not configs_changed:
                     continue
                 was = _role(partition)
@@ -296,6 +317,30 @@ class ReplicaManager:
         for change in changes:
             self._publish(change)
             yield
+        if self._uncreated:
+            self._creation_failed()
+
+    def _creation_failed(self) -> None:
+        """One line per period for every replica left without a log (thousands can
+        fail together), and a retry."""
+        (topic, index), error = next(iter(self._uncreated.items()))
+        if self._notices.due("create_partition"):
+            self._log.warning(
+                f"could not create the logs of {len(self._uncreated)} replicas; retried "
+                f"every {CREATE_RETRY_S:.0f} s and with each new image; logged once every "
+                f"{self._notices.period_s:.0f} s", first=f"{topic}-{index}", error=str(error))
+        if self._retry is None:
+            with contextlib.suppress(RuntimeError):  # no loop (tests): the next image
+                self._retry = asyncio.get_running_loop().call_later(
+                    CREATE_RETRY_S, self._retry_uncreated)
+
+    def _retry_uncreated(self) -> None:
+        self._retry = None
+        image = self._image
+        if self._uncreated and image is not None:
+            self._backlog.append((image, image))  # sliced, after the images waiting
+            if self._applier is None:
+                self._applier = asyncio.ensure_future(self._apply_backlog())
 
     def _create_partition(self, topic: TopicImage, index: int) -> Partition:
         log = self.logs.get_or_create_log(topic.name, index, topic.configs)

@@ -15,10 +15,9 @@ from kernel.network.descriptors import (
     FILES_PER_LOG_DIR,
     FILES_PER_LOG_WORKER,
     FILES_PER_PARTITION,
-    FILES_PER_READ_PARTITION,
+    FILES_PER_SEGMENT,
     LINKS_PER_BROKER,
     PROCESS_FILES,
-    READ_PARTITIONS,
     DescriptorReserve,
     describe_room,
     partitions_on_disk,
@@ -36,23 +35,26 @@ def test_the_reserve_adds_the_broker_s_own_needs() -> None:
              + FILES_PER_CLEANER_THREAD)
     assert reserve.fixed == fixed
     assert reserve.reserved(0, 0) == fixed
-    # Each partition keeps its active segment and a few read ones open; each other
-    # broker is a fetcher link and a pool of channel connections.
-    assert reserve.reserved(50, 2) == (fixed + 50 * (FILES_PER_PARTITION
-                                                     + FILES_PER_READ_PARTITION)
-                                       + 2 * LINKS_PER_BROKER)
+    # Open segment files get half of what the fixed needs leave: the log manager
+    # keeps that many segments open at most, whatever it hosts.
+    assert reserve.segment_files == (3000 - fixed) // 2
+    assert reserve.open_segments == reserve.segment_files // FILES_PER_SEGMENT
+    # A few partitions cannot hold the budget: what they can hold is kept (an active
+    # segment and a few read ones each); each other broker is a fetcher link and a pool
+    # of channel connections.
+    assert reserve.reserved(50, 2) == fixed + 50 * FILES_PER_PARTITION + 2 * LINKS_PER_BROKER
     assert reserve.client_room(50, 2) == 3000 - reserve.reserved(50, 2)
-    # Old segments are reserved for the reads of READ_PARTITIONS partitions at once:
-    # beyond that, a partition adds its active segment only.
-    many = READ_PARTITIONS + 100
-    assert reserve.reserved(many, 0) - reserve.reserved(many - 1, 0) == FILES_PER_PARTITION
-    # A broker of 4,000 partitions under a limit of 20,000 still has room for clients.
+    # Beyond that, partitions cost nothing more: clients keep the other half.
+    assert reserve.reserved(10_000, 0) == reserve.reserved(1_000, 0) == (
+        fixed + reserve.segment_files)
+    assert reserve.client_room(10_000, 0) == 3000 - fixed - (3000 - fixed) // 2
     big = DescriptorReserve.at_start(limit=20_000, listening_sockets=2, log_dirs=1,
                                      log_workers=2, cleaner_threads=1)
-    assert (big.client_room(4_000, 2) or 0) > 5_000
-    # More partitions leave clients less room, never less than none.
-    assert reserve.client_room(10_000, 0) == 0
-    assert DescriptorReserve(None, fixed).client_room(50, 2) is None
+    assert (big.client_room(40_000, 2) or 0) > 9_000
+    unlimited = DescriptorReserve(None, fixed)
+    assert unlimited.client_room(50, 2) is None and unlimited.open_segments is None
+    # A limit below the fixed needs leaves neither files nor clients anything.
+    assert DescriptorReserve(100, fixed).client_room(10, 0) == 0
 
 
 def test_the_room_is_said_in_one_line() -> None:
@@ -60,6 +62,7 @@ def test_the_room_is_said_in_one_line() -> None:
     line = describe_room(reserve, 10, 0)
     assert f"leaves room for {3000 - reserve.reserved(10, 0)} client connections" in line
     assert "RLIMIT_NOFILE 3000" in line
+    assert f"keep at most {reserve.open_segments} segments open" in line
     assert "not bounded" in describe_room(DescriptorReserve(None, 200), 10, 0)
 
 
