@@ -82,6 +82,11 @@ class StateSample:
     fetch_sessions: FetchSessionSample
     log_dirs: list[LogDirSample] = field(default_factory=list)
     offline_partitions: int | None = None  # None: no cluster image yet
+    # The log's open segment files (kernel/log/open_segments.py): segments open now, the
+    # cap (None: unbounded), and how many the cap closed so far.
+    open_segments: int = 0
+    open_segments_capacity: int | None = None
+    open_segment_evictions: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +242,18 @@ class _StateCollector:
         yield CounterMetricFamily("kafkernel_incremental_fetch_session_evictions",
                                   "Incremental fetch sessions evicted to make room for "
                                   "new ones.", value=sessions.evictions)
+        yield GaugeMetricFamily(
+            "kafkernel_log_open_segments", "Segments whose files are open now, active ones "
+            "included: a partition at rest holds none.", value=state.open_segments)
+        yield GaugeMetricFamily(
+            "kafkernel_log_open_segments_capacity", "Segments that may keep their files "
+            "open at once (-1: no bound), from the open files limit.",
+            value=-1 if state.open_segments_capacity is None
+            else state.open_segments_capacity)
+        yield CounterMetricFamily(
+            "kafkernel_log_open_segment_evictions", "Segments whose files were closed to "
+            "stay within the capacity; they open again on their next use.",
+            value=state.open_segment_evictions)
         # Kafka's ReplicaManager gauges UnderReplicatedPartitions and
         # UnderMinIsrPartitionCount: partitions led here, so a cluster sums them.
         yield GaugeMetricFamily(

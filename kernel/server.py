@@ -547,6 +547,9 @@ class Broker:
             }, FetchSessionSample(len(sessions), sessions.num_partitions, sessions.evictions),
             log_dirs=log_dirs,
             offline_partitions=metadata.image.offline_partitions() if metadata else None,
+            open_segments=len(self.logs.open_segments),
+            open_segments_capacity=self.logs.open_segments.capacity,
+            open_segment_evictions=self.logs.open_segments.evictions,
         )
 
     def _high_watermark_of(self, log: Any) -> int | None:

@@ -59,6 +59,10 @@ def test_more_partitions_than_the_open_files_limit(tmp_path: Path) -> None:
         # the log keeps its files within their half of what is left: clients keep theirs
         assert broker.open_files() < OPEN_FILES * 3 // 4
         assert _metric(metrics_port, "kafkernel_client_connection_room") > OPEN_FILES // 4
+        # 3,000 partitions were written and read through a smaller set of open segments
+        capacity = _metric(metrics_port, "kafkernel_log_open_segments_capacity")
+        assert 0 < _metric(metrics_port, "kafkernel_log_open_segments") <= capacity < TOPICS
+        assert _metric(metrics_port, "kafkernel_log_open_segment_evictions_total") > 0
         assert broker.answers(timeout=10)
         _assert_healthy(broker)
     # a restart loads them all under the same limit
