@@ -166,7 +166,7 @@ def test_config_check_cli(tmp_path: Path) -> None:
     ok, room = result.stdout.splitlines()
     assert ok == f"{good}: ok"
     assert re.fullmatch(rf"{re.escape(str(good))}: the open files limit \(RLIMIT_NOFILE "
-                        r"\d+\) leaves room for \d+ client connections .*\(0 partitions.*",
+                        r"\d+\) leaves room for \d+ client connections .*of its 0 partitions.*",
                         room), room
     bad = tmp_path / "bad.toml"
     bad.write_text('num.partitions = "many"\n[plugins]\nenabled = ["metadata_kraft"]\n')
