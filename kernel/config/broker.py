@@ -281,7 +281,7 @@ class BrokerConfig:
     )
     fetch_max_bytes: int = setting(
         "fetch.max.bytes", 8388608, "Most record bytes in one consumer fetch response, "
-        "besides the request's max_bytes (Kafka's default: 55 MB; see ARCHITECTURE.md).",
+        "besides the request's max_bytes (Kafka's default: 55 MB; see bench/README.md).",
         check=int_at_least(1024), dynamic=True,
     )
     # KIP-227 incremental fetch sessions (kernel/fetch_session.py).
