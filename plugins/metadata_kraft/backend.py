@@ -51,8 +51,6 @@ from kernel.api.controller import (
 from kernel.api.errors import ErrorCode, KafkaError
 
 from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
-from .log import MetadataLog
-from .properties import ensure_meta_properties
 from .jsonlog import (
     AccessControlEntryRecord,
     BrokerEndpointRecord,
@@ -72,6 +70,8 @@ from .jsonlog import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from .log import MetadataLog
+from .properties import ensure_meta_properties
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from typing import Any
 from kernel.api.config import ConfigError
 from kernel.api.errors import ErrorCode, KafkaError
 
-from .properties import fsync_directory
 from .jsonlog import CorruptBatchError, MetadataRecord, decode_batch, encode_batch
+from .properties import fsync_directory
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"  # Kafka's metadata topic-partition
 LOG_FILE = "metadata.records"
