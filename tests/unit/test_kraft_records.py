@@ -39,28 +39,29 @@ def _ids(case: tuple[type[Message], int]) -> str:
     return f"{case[0].__name__}-v{case[1]}"
 
 
-def _value(spec: FieldSpec, version: int, salt: int) -> Any:
+def _value(spec: FieldSpec, version: int, salt: int, text: str) -> Any:
     """A value of the field's type that differs from every default Kafka gives."""
     element = spec.element
     if element is not None:
         if spec.struct is not None:
-            return tuple(_full(spec.struct, version, salt + i) for i in range(2))
+            return tuple(full_record(spec.struct, version, salt + i, text) for i in range(2))
         item = FieldSpec(spec.name, element, spec.versions)
-        return tuple(_value(item, version, salt + i) for i in range(3))
+        return tuple(_value(item, version, salt + i, text) for i in range(3))
     return {
         "bool": salt % 2 == 0, "int8": 3 + salt % 100, "int16": 300 + salt,
         "int32": 70_000 + salt, "int64": 5_000_000_000 + salt, "uint16": 65_000 + salt,
-        "float64": 1.5 + salt, "string": f"é-{spec.name}-{salt}",
+        "float64": 1.5 + salt, "string": f"{text}-{spec.name}-{salt}",
         "bytes": bytes([salt % 256, 0, 255]), "uuid": uuid.UUID(int=(salt + 1) << 64 | 7),
     }[spec.type]
 
 
-def _full(cls: type[Message], version: int, salt: int = 0) -> Any:
-    """Every field the version has set to a non-default value (bools flipped)."""
+def full_record(cls: type[Message], version: int, salt: int = 0, text: str = "é") -> Any:
+    """Every field the version has set to a non-default value (bools flipped); strings
+    start with ``text``."""
     values: dict[str, Any] = {}
     for i, (attr, spec) in enumerate(schema.kafka_fields(cls)):
         if spec.present(version):
-            value = _value(spec, version, salt + 7 * i)
+            value = _value(spec, version, salt + 7 * i, text)
             default = cls.__dataclass_fields__[attr].default
             values[attr] = (not default) if spec.type == "bool" else value
     return cls(**values)
@@ -79,7 +80,7 @@ def _tag_count(cls: type[Message], version: int, data: bytes) -> int:
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_round_trip_with_every_field_set(case: tuple[type[Message], int]) -> None:
     cls, version = case
-    message = _full(cls, version)
+    message = full_record(cls, version)
     data = codec.encode(message, version)
     decoded, end = codec.decode(cls, version, data)
     assert decoded == message and end == len(data)
@@ -101,7 +102,7 @@ def test_round_trip_with_defaults_writes_no_tagged_field(case: tuple[type[Messag
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_truncated_or_padded_bytes_are_a_decode_error(case: tuple[type[Message], int]) -> None:
     cls, version = case
-    framed = serde.encode_value(ApiMessageAndVersion(_full(cls, version), version))
+    framed = serde.encode_value(ApiMessageAndVersion(full_record(cls, version), version))
     for cut in range(len(framed)):
         with pytest.raises(RecordDecodeError):
             serde.decode_value(framed[:cut])
@@ -195,7 +196,8 @@ CONTROL_MESSAGES = [
 
 
 def test_batches_round_trip_with_the_raft_epoch() -> None:
-    records = [ApiMessageAndVersion(_full(cls, v, salt=i), v) for i, (cls, v) in enumerate(CASES)]
+    records = [ApiMessageAndVersion(full_record(cls, v, salt=i), v)
+               for i, (cls, v) in enumerate(CASES)]
     log = (serde.build_control_batch(CONTROL_MESSAGES, base_offset=0, epoch=7,
                                      append_time_ms=1_000)
            + serde.build_metadata_batch(records, base_offset=5, epoch=7, append_time_ms=2_000))
