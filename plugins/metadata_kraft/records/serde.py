@@ -26,7 +26,13 @@ from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
 from kio.schema.voters_record.v0.data import VotersRecord
 from kio.serial import entity_reader, entity_writer
 
-from kernel.api.records import BatchHeader, SimpleRecord, build_batch, iter_batches, iter_records
+from kernel.api.records import (
+    BatchHeader,
+    SimpleRecord,
+    build_batch,
+    iter_batches,
+    iter_records,
+)
 
 from .codec import (
     RecordDecodeError,
@@ -40,8 +46,6 @@ from .schema import Message
 
 FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
 CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
-# KafkaRaftClient.MAX_BATCH_SIZE_BYTES
-MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
 
 
 class KRaftControlType(enum.IntEnum):
@@ -131,7 +135,7 @@ def decode_control(key: bytes | None, value: bytes | None) -> ControlMessage:
         raise RecordDecodeError(f"{cls.__name__}: {e}") from None
     if size != len(value):
         raise RecordDecodeError(f"{cls.__name__}: {len(value) - size} bytes after it")
-    return message  # type: ignore[no-any-return]
+    return message
 
 
 # --- batches -----------------------------------------------------------------------------
@@ -204,5 +208,6 @@ def decode_batches(data: bytes | bytearray | memoryview, *,
 def iter_metadata_records(batches: Iterable[MetadataBatch]) -> Iterable[ApiMessageAndVersion]:
     """The metadata records of ``batches``, control batches skipped."""
     for batch in batches:
-        if not batch.is_control:
-            yield from batch.records  # type: ignore[misc]
+        for record in batch.records:
+            if isinstance(record, ApiMessageAndVersion):
+                yield record
