@@ -16,7 +16,7 @@ from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
 from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
 from kio.schema.voters_record.v0.data import Endpoint, KRaftVersionFeature, Voter, VotersRecord
 
-from kernel.protocol.records import iter_batches, iter_records
+from kernel.protocol.records import SimpleRecord, build_batch, iter_batches, iter_records
 from plugins.metadata_kraft.records import codec, schema, serde
 from plugins.metadata_kraft.records.codec import RecordDecodeError, UnsupportedVersionError
 from plugins.metadata_kraft.records.schema import (
@@ -223,6 +223,27 @@ def test_a_control_batch_holds_only_kraft_control_records() -> None:
         serde.decode_control(key, value[:-2])
     with pytest.raises(RecordDecodeError, match="bytes after"):
         serde.decode_control(key, value + b"\x00")
+
+
+def test_a_torn_or_mangled_batch_is_a_decode_error() -> None:
+    batch = serde.build_metadata_batch([ApiMessageAndVersion(TopicRecord(name="t"), 0)],
+                                       base_offset=0, epoch=1, append_time_ms=0)
+    assert serde.decode_batches(batch[:-1]) == []  # a torn tail, as after a crash
+    with pytest.raises(RecordDecodeError, match="truncated"):
+        serde.decode_batches(batch[:-1], allow_partial_tail=False)
+    with pytest.raises(RecordDecodeError, match="not magic v2"):
+        serde.decode_batches(batch[:16] + b"\x01" + batch[17:])
+    # the first record's length (a zigzag varint after the 61-byte header) made 63
+    with pytest.raises(RecordDecodeError, match="runs past the end"):
+        serde.decode_batch(batch[:61] + b"\x7e" + batch[62:])
+    keyless = build_batch([SimpleRecord(value=None)])
+    with pytest.raises(RecordDecodeError, match="has no value"):
+        serde.decode_batch(keyless)
+
+
+def test_values_out_of_range_are_refused() -> None:
+    with pytest.raises(ValueError, match="does not fit a >i field"):
+        codec.encode(PartitionRecord(leader=2**31), 0)
 
 
 def test_records_are_frozen() -> None:

@@ -59,7 +59,10 @@ def _fixed(fmt: str) -> tuple[Writer, Reader]:
     size = packer.size
 
     def write(out: bytearray, value: Any) -> None:
-        out += packer.pack(value)
+        try:
+            out += packer.pack(value)
+        except struct.error:
+            raise ValueError(f"{value!r} does not fit a {fmt} field") from None
 
     def read(buf: memoryview, pos: int) -> tuple[Any, int]:
         end = pos + size

@@ -26,6 +26,7 @@ from kio.schema.snapshot_header_record.v0.data import SnapshotHeaderRecord
 from kio.schema.voters_record.v0.data import VotersRecord
 from kio.serial import entity_reader, entity_writer
 
+from kernel.api.errors import KafkaError
 from kernel.api.records import (
     BatchHeader,
     SimpleRecord,
@@ -185,10 +186,14 @@ class MetadataBatch:
 
 
 def decode_batch(batch: bytes | bytearray | memoryview) -> MetadataBatch:
-    """Decode one whole v2 batch of the metadata log."""
-    header, _ = next(iter(iter_batches(batch, allow_partial_tail=False)))
+    """Decode one whole v2 batch of the metadata log (its CRC is the log's to check)."""
+    try:
+        header, _ = next(iter(iter_batches(batch, allow_partial_tail=False)))
+        raw = list(iter_records(batch))
+    except KafkaError as e:  # the kernel's walkers: CORRUPT_MESSAGE, not magic v2
+        raise RecordDecodeError(f"record batch: {e}") from None
     records: list[ApiMessageAndVersion | ControlMessage] = []
-    for record in iter_records(batch):
+    for record in raw:
         if header.is_control:
             records.append(decode_control(record.key, record.value))
         elif record.value is None:
@@ -200,9 +205,14 @@ def decode_batch(batch: bytes | bytearray | memoryview) -> MetadataBatch:
 
 def decode_batches(data: bytes | bytearray | memoryview, *,
                    allow_partial_tail: bool = True) -> list[MetadataBatch]:
-    """Every batch of a segment or snapshot file, in order."""
-    return [decode_batch(batch) for _, batch in
-            iter_batches(data, allow_partial_tail=allow_partial_tail)]
+    """Every batch of a segment or snapshot file, in order; a torn last batch is left
+    out unless ``allow_partial_tail`` is False."""
+    try:
+        batches = [bytes(batch) for _, batch in
+                   iter_batches(data, allow_partial_tail=allow_partial_tail)]
+    except KafkaError as e:
+        raise RecordDecodeError(f"record batches: {e}") from None
+    return [decode_batch(batch) for batch in batches]
 
 
 def iter_metadata_records(batches: Iterable[MetadataBatch]) -> Iterable[ApiMessageAndVersion]:
