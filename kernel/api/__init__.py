@@ -12,6 +12,7 @@ package. Its modules, by theme:
 - ``config``: a plugin's settings (``ConfigSchema``, ``setting`` and its checks).
 - ``errors``: the errors plugins raise and catch.
 - ``protocol``: building kio requests and responses.
+- ``records``: v2 record batches, built and walked.
 - ``cluster``: the cluster image, the ``MetadataBackend`` protocol, client quota
   entities.
 - ``controller``: the controller's rules over the image, for metadata backends.

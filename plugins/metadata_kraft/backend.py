@@ -51,9 +51,7 @@ from kernel.api.controller import (
 from kernel.api.errors import ErrorCode, KafkaError
 
 from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
-from .log import MetadataLog
-from .properties import ensure_meta_properties
-from .records import (
+from .jsonlog import (
     AccessControlEntryRecord,
     BrokerEndpointRecord,
     ClientQuotaRecord,
@@ -72,6 +70,8 @@ from .records import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from .log import MetadataLog
+from .properties import ensure_meta_properties
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ from kernel.api.cluster import (
     entity_of,
 )
 
-from .records import (
+from .jsonlog import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
     ClientQuotaRecord,

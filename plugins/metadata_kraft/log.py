@@ -1,6 +1,6 @@
 """The metadata log on disk: ``<metadata.log.dir>/__cluster_metadata-0/``.
 
-One append-only file of record batches (framing in ``records``). Every append is
+One append-only file of record batches (framing in ``jsonlog``). Every append is
 fsynced before it returns, so a change is published only once it survives a crash.
 Opening the log reads every intact batch and truncates a torn or corrupt tail, which
 is what a crash in the middle of a write leaves behind; batches before it are kept.
@@ -18,8 +18,8 @@ from typing import Any
 from kernel.api.config import ConfigError
 from kernel.api.errors import ErrorCode, KafkaError
 
+from .jsonlog import CorruptBatchError, MetadataRecord, decode_batch, encode_batch
 from .properties import fsync_directory
-from .records import CorruptBatchError, MetadataRecord, decode_batch, encode_batch
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"  # Kafka's metadata topic-partition
 LOG_FILE = "metadata.records"

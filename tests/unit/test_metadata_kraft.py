@@ -31,8 +31,7 @@ from plugins import metadata_kraft
 from plugins.metadata_kraft import KRaftMetadataBackend, KRaftSettings
 from plugins.metadata_kraft.backend import PRODUCER_ID_BLOCK_SIZE
 from plugins.metadata_kraft.image import MetadataDelta, empty_image
-from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
-from plugins.metadata_kraft.records import (
+from plugins.metadata_kraft.jsonlog import (
     BATCH_HEADER,
     RECORD_HEADER,
     BrokerEndpointRecord,
@@ -52,6 +51,7 @@ from plugins.metadata_kraft.records import (
     decode_batch,
     encode_batch,
 )
+from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
 
 ZERO_UUID = uuid.UUID(int=0)
 

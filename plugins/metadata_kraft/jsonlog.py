@@ -1,4 +1,5 @@
-"""Metadata records and the framing of the metadata log.
+"""The JSON-framed metadata log of single-node KRaft mode (to be replaced by Kafka's binary
+records in v2 batches, ``records/``, and converted once on upgrade).
 
 The records mirror KRaft's metadata record types: same names, api keys and meaning
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
