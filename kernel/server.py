@@ -103,8 +103,9 @@ class Broker:
         self.log: Any = make_logger(cfg.logging_format, cfg.logging_level, stream=progress_bar,
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
+        plugin_settings = self._validate_plugin_tables()
         try:
-            self.plugins.configure(self._validate_plugin_tables(), cfg)
+            self.plugins.configure(plugin_settings, cfg)
         except ConfigError as e:  # a plugin's check names the key, not the file
             raise ConfigError(problems=[dataclasses.replace(p, text=f"{loaded.source}: {p}")
                                         for p in e.problems]) from None

@@ -117,7 +117,7 @@ def load_config(
         raise ConfigError(problems=problems)
     if per_listener:
         broker = dataclasses.replace(broker, listener_overrides=listener_overrides)
-    broker = _with_node_id(broker, flat.keys())
+    broker = _with_controller_protocols(_with_node_id(broker, flat.keys()), flat.keys())
     problems = check_roles(broker, flat.keys(), source)
     if problems:
         raise ConfigError(problems=problems)
@@ -136,6 +136,23 @@ def load_config(
 
 
 LISTENER_PREFIX = "listener.name."
+
+
+def _with_controller_protocols(broker: BrokerConfig, explicit: Any) -> BrokerConfig:
+    """Kafka's effectiveListenerSecurityProtocolMap: with process.roles set and the map
+    left at its default, controller listeners are PLAINTEXT unless SSL or SASL is in use
+    in listeners or controller.listener.names."""
+    if not broker.process_roles or "listener.security.protocol.map" in explicit:
+        return broker
+    names = {n.strip().upper() for n in broker.controller_listener_names}
+    used = names | {item.partition("://")[0].strip().upper() for item in broker.listeners}
+    if used & {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}:
+        return broker
+    mapped = {item.partition(":")[0].strip().upper()
+              for item in broker.listener_security_protocol_map}
+    extra = [f"{n}:PLAINTEXT" for n in sorted(names - mapped)]
+    return dataclasses.replace(
+        broker, listener_security_protocol_map=[*broker.listener_security_protocol_map, *extra])
 
 
 def _with_node_id(broker: BrokerConfig, explicit: Any) -> BrokerConfig:
