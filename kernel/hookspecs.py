@@ -54,12 +54,16 @@ def kafkernel_config_schema() -> ConfigSchema | None:
 
 
 @hookspec
-def kafkernel_configure(settings: Any) -> None:
+def kafkernel_configure(settings: Any, config: Any) -> None:
     """Receive this plugin's settings: its ``[plugins.<name>]`` table, under whatever
     name the plugin was enabled, validated and built by the schema it returned from
     ``kafkernel_config_schema`` (the schema's defaults when the file has no table).
     Called once per plugin, before every other lifecycle hook; None for a plugin
     without a schema. Keep them on the plugin object.
+
+    :param config: the broker's :class:`~kernel.api.config.BrokerConfig` (take it only
+        if needed), for checks across both; raise ``ConfigError`` naming the key to
+        refuse a combination, as ``config check`` and start-up report it.
     """
 
 

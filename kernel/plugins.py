@@ -181,10 +181,11 @@ class PluginFacade:
                 schemas[owner] = schema
         return schemas
 
-    def configure(self, settings: Mapping[str, Any]) -> None:
-        """Each plugin its own settings (``settings``: by the name it was enabled as)."""
+    def configure(self, settings: Mapping[str, Any], config: Any = None) -> None:
+        """Each plugin its own settings (``settings``: by the name it was enabled as),
+        and the broker's ``config``."""
         for owner, caller in self._each_plugin("kafkernel_configure"):
-            caller(settings=settings.get(owner))
+            caller(settings=settings.get(owner), config=config)
 
     def register_apis(self, routes: Routes) -> None:
         # Kernel first, then plugins in config order: the error for a double claim

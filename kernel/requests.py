@@ -146,17 +146,27 @@ response entity of the same version, an awaitable of it, or None for no response
 response has a top-level error code; any other exception closes the connection."""
 
 
+# A listener's role, as Kafka's schemas name them ("listeners"): controller when its name
+# is in controller.listener.names, else broker.
+BROKER = "broker"
+CONTROLLER = "controller"
+LISTENER_ROLES = (BROKER, CONTROLLER)
+
+
 class ApiRegistry(Protocol):
     """One plugin's view of the broker's routing table (``routing.Routes``), given to
     its ``kafkernel_register_apis`` hook: what it registers is its own, and a second
-    claim on an API key stops startup."""
+    claim on an API key for one listener role stops startup."""
 
     def register(
         self, api_key: int, handler: Handler, *, min_version: int, max_version: int,
-        advertised_min_version: int | None = None,
+        advertised_min_version: int | None = None, listeners: Iterable[str] = (BROKER,),
     ) -> None:
         """``advertised_min_version`` (default ``min_version``) is the lowest version
-        ApiVersions lists; requests below ``min_version`` are refused all the same."""
+        ApiVersions lists; requests below ``min_version`` are refused all the same.
+        ``listeners``: the roles of the listeners that serve it (``BROKER``,
+        ``CONTROLLER`` or both); a listener of another role closes the connection of a
+        client that asks for it, as Kafka does for an API not enabled on a listener."""
         ...
 
 
@@ -164,7 +174,8 @@ def register_handler_modules(registry: ApiRegistry, modules: Iterable[ModuleType
                              service: Callable[[], Any] | None = None) -> None:
     """Register handler modules that each serve one API key: ``API_KEY``,
     ``MIN_VERSION``, ``MAX_VERSION``, ``ADVERTISED_MIN_VERSION`` where ApiVersions lists
-    more than is served, and ``handle``. ``handle(ctx, request)`` is the
+    more than is served, ``LISTENERS`` where not only broker listeners serve it, and
+    ``handle``. ``handle(ctx, request)`` is the
     :data:`Handler` itself (the kernel's modules); with ``service`` it is
     ``handle(service, ctx, request)``, ``service()`` read per request, since a plugin's
     service exists only once it started."""
@@ -173,7 +184,8 @@ def register_handler_modules(registry: ApiRegistry, modules: Iterable[ModuleType
         registry.register(module.API_KEY, handler,
                           min_version=module.MIN_VERSION, max_version=module.MAX_VERSION,
                           advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION",
-                                                         None))
+                                                         None),
+                          listeners=getattr(module, "LISTENERS", (BROKER,)))
 
 
 def _bound(handle: Callable[[Any, RequestContext, Any], Any],

@@ -5,16 +5,25 @@ Every handler, the kernel's own and plugins', is registered here through the
 attributes what it registers to that plugin. The table rejects a second claim on one API
 key and ranges kio cannot decode, and ApiVersions is generated from it, so the broker
 never advertises an API or a version it does not serve.
+
+A listener has a role, as in Kafka: ``controller`` when its name is in
+``controller.listener.names``, else ``broker``. Each role has its own table (Kafka's
+schemas say which listeners serve an API): a registration names the roles it serves,
+and a connection is given its listener's table once, when it opens, so the lookup per
+request stays one dict index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 
-from kernel.requests import Handler
+from kernel.requests import BROKER, CONTROLLER, LISTENER_ROLES, Handler
+
+__all__ = ["BROKER", "CONTROLLER", "LISTENER_ROLES", "ApiRoute", "PluginRoutes", "RouteTable",
+           "Routes", "RoutingError"]
 
 
 class RoutingError(Exception):
@@ -30,6 +39,33 @@ class ApiRoute:
     owner: str
     # Below min_version only where Kafka itself advertises versions it refuses.
     advertised_min_version: int
+    # The listener roles it is served on (LISTENER_ROLES).
+    listeners: frozenset[str] = frozenset({BROKER})
+
+
+class RouteTable:
+    """The routes of one listener role: what a connection on such a listener is served
+    and what its ApiVersions lists."""
+
+    __slots__ = ("_by_key", "get", "role")
+    get: Callable[[int], ApiRoute | None]
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._by_key: dict[int, ApiRoute] = {}
+        self.get = self._by_key.get  # the per-request lookup: the dict's own get
+
+    def __iter__(self) -> Iterator[ApiRoute]:
+        return iter(sorted(self._by_key.values(), key=lambda r: r.api_key))
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in self._by_key
+
+    def put(self, route: ApiRoute) -> None:
+        self._by_key[route.api_key] = route
 
 
 class Routes:
@@ -37,19 +73,31 @@ class Routes:
     ``ApiRegistry`` (``registry_for``), so every route names the plugin that added it."""
 
     def __init__(self) -> None:
-        self._routes: dict[int, ApiRoute] = {}
+        self._tables = {role: RouteTable(role) for role in LISTENER_ROLES}
 
     def registry_for(self, owner: str) -> PluginRoutes:
         return PluginRoutes(self, owner)
 
+    def table(self, role: str) -> RouteTable:
+        """The routes served on listeners of ``role``."""
+        return self._tables[role]
+
     def add(self, route: ApiRoute) -> None:
         api_key, owner = route.api_key, route.owner
-        existing = self._routes.get(api_key)
-        if existing is not None:
+        unknown = sorted(route.listeners - set(LISTENER_ROLES))
+        if unknown or not route.listeners:
             raise RoutingError(
-                f"API key {api_key} is claimed by both plugin {existing.owner!r} and "
-                f"plugin {owner!r}; enable only one of them"
+                f"plugin {owner!r} registers API key {api_key} on listeners "
+                f"{sorted(route.listeners)}; each must be one of {', '.join(LISTENER_ROLES)}"
             )
+        for role in sorted(route.listeners):
+            existing = self._tables[role].get(api_key)
+            if existing is not None:
+                where = "" if role == BROKER else f" on {role} listeners"
+                raise RoutingError(
+                    f"API key {api_key} is claimed by both plugin {existing.owner!r} and "
+                    f"plugin {owner!r}{where}; enable only one of them"
+                )
         if route.min_version > route.max_version:
             raise RoutingError(
                 f"API key {api_key}: empty version range "
@@ -68,16 +116,16 @@ class Routes:
                 f"API key {api_key}: advertised minimum {route.advertised_min_version} is "
                 f"outside 0..{route.min_version}"
             )
-        self._routes[api_key] = route
-
-    def get(self, api_key: int) -> ApiRoute | None:
-        return self._routes.get(api_key)
+        for role in route.listeners:
+            self._tables[role].put(route)
 
     def __iter__(self) -> Iterator[ApiRoute]:
-        return iter(sorted(self._routes.values(), key=lambda r: r.api_key))
+        """Every route once, whichever roles serve it, by API key."""
+        routes = {id(r): r for t in self._tables.values() for r in t}
+        return iter(sorted(routes.values(), key=lambda r: (r.api_key, sorted(r.listeners))))
 
     def __len__(self) -> int:
-        return len(self._routes)
+        return sum(1 for _ in self)
 
 
 class PluginRoutes:
@@ -92,10 +140,11 @@ class PluginRoutes:
 
     def register(
         self, api_key: int, handler: Handler, *, min_version: int, max_version: int,
-        advertised_min_version: int | None = None,
+        advertised_min_version: int | None = None, listeners: Iterable[str] = (BROKER,),
     ) -> None:
         """``advertised_min_version`` (default ``min_version``) is the lowest version
-        ApiVersions lists; requests below ``min_version`` are refused all the same."""
+        ApiVersions lists; requests below ``min_version`` are refused all the same.
+        ``listeners``: the listener roles served, ``broker`` and/or ``controller``."""
         advertised = min_version if advertised_min_version is None else advertised_min_version
         self._routes.add(ApiRoute(api_key, min_version, max_version, handler, self.owner,
-                                  advertised))
+                                  advertised, frozenset(listeners)))

@@ -34,6 +34,7 @@ from kernel.config import (
     LoadedConfig,
     StartupError,
     coerce,
+    controller_listeners,
     replace_settings,
     schema_keys,
     toml_key,
@@ -72,7 +73,7 @@ from kernel.protocol.client import BrokerConnectionError
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.fetcher import ReplicaFetcherManager
 from kernel.replica.manager import ReplicaManager
-from kernel.routing import Routes, RoutingError
+from kernel.routing import BROKER, CONTROLLER, Routes, RouteTable, RoutingError
 from kernel.sasl import SaslError, SaslMechanisms
 from kernel.services import PartitionView, PartitionWriter, TxnMarker, TxnMarkerResult
 from kernel.terminal import ProgressBar
@@ -102,7 +103,12 @@ class Broker:
         self.log: Any = make_logger(cfg.logging_format, cfg.logging_level, stream=progress_bar,
                                     on_error=self._error_logged, broker_id=cfg.broker_id)
         self.plugins = PluginFacade(loaded.enabled_plugins, loaded.source, [handlers])
-        self.plugins.configure(self._validate_plugin_tables())
+        plugin_settings = self._validate_plugin_tables()
+        try:
+            self.plugins.configure(plugin_settings, cfg)
+        except ConfigError as e:  # a plugin's check names the key, not the file
+            raise ConfigError(problems=[dataclasses.replace(p, text=f"{loaded.source}: {p}")
+                                        for p in e.problems]) from None
         self.routes = Routes()
         self.coordinators = Coordinators()
         try:
@@ -151,8 +157,15 @@ class Broker:
             raise ConfigError(f"{loaded.source}: {e}") from None
         self.metrics.request_pool_used.set_function(lambda: self.memory_pool.used)
         self.metrics.preauth_pool_used.set_function(lambda: self.preauth_pool.used)
+        # Each listener's role (routing.py): controller when controller.listener.names
+        # names it; its connections are served that role's routes.
+        controllers = controller_listeners(cfg)
+        self.listener_roles = {
+            e.listener_name: CONTROLLER if e.listener_name in controllers else BROKER
+            for e in self.endpoints}
         self.listeners = [
-            Listener(e, self.dispatcher, max_request_size=cfg.socket_request_max_bytes,
+            Listener(e, self.dispatcher.for_role(self.listener_roles[e.listener_name]),
+                     max_request_size=cfg.socket_request_max_bytes,
                      idle_timeout_ms=cfg.connections_max_idle_ms,
                      quotas=self.connection_quotas, pool=self.memory_pool,
                      on_count=self.metrics.connections.labels(e.listener_name).set,
@@ -293,24 +306,32 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        """host:port of the first listener, for clients."""
-        first = self.listeners[0]
+        """host:port of the first broker listener, for clients."""
+        first = next(lst for lst in self.listeners
+                     if self.listener_roles[lst.endpoint.listener_name] == BROKER)
         host = first.endpoint.host or "127.0.0.1"
         return f"{host}:{first.port}"
+
+    def routes_for(self, listener_name: str) -> RouteTable:
+        return self.routes.table(self.listener_roles.get(listener_name, BROKER))
 
     def _advertised_endpoints(self) -> tuple[BrokerEndpoint, ...]:
         """Every endpoint this broker registers: advertised.listeners when set (a port
         of 0 is the one bound), else each listener at its bound port, as Kafka's
-        effective advertised listeners."""
+        effective advertised listeners. Controller listeners are not the broker's
+        endpoints: Kafka's effective advertised broker listeners leave them out."""
+        controllers = controller_listeners(self.config)
         if self.advertised:
             bound = {lst.endpoint.listener_name: lst.port for lst in self.listeners}
             return tuple(
                 BrokerEndpoint(ep.listener_name, ep.host,
                                ep.port or bound.get(ep.listener_name, ep.port),
                                ep.security_protocol)
-                for ep in self.advertised)
+                for ep in self.advertised if ep.listener_name not in controllers)
         endpoints = []
         for lst in self.listeners:
+            if lst.endpoint.listener_name in controllers:
+                continue
             host = lst.endpoint.host or "127.0.0.1"
             if host in ("0.0.0.0", "::"):
                 import socket

@@ -154,9 +154,9 @@ class BrokerServices(RequestServices, Protocol):
         """Rate limit for warnings about input a client can send on every request."""
         ...
 
-    @property
-    def routes(self) -> Iterable[ServedApi]:
-        """The routing table, in API key order."""
+    def routes_for(self, listener_name: str) -> Iterable[ServedApi]:
+        """The routes served on the listener named ``listener_name`` (its role's
+        table), in API key order."""
         ...
 
 

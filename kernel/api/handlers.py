@@ -11,6 +11,9 @@ same broker, plugins do not rely on it."""
 from kernel.authorized_operations import authorized_operations
 from kernel.requests import (
     ANONYMOUS,
+    BROKER,
+    CONTROLLER,
+    LISTENER_ROLES,
     ApiRegistry,
     Authorize,
     AuthorizeByResourceType,
@@ -26,6 +29,9 @@ from kernel.slices import BIG_REQUEST_ENTRIES, in_slices
 __all__ = [
     "ANONYMOUS",
     "BIG_REQUEST_ENTRIES",
+    "BROKER",
+    "CONTROLLER",
+    "LISTENER_ROLES",
     "ApiRegistry",
     "Authorize",
     "AuthorizeByResourceType",

@@ -4,6 +4,7 @@
 |---|---|
 | schema.py | the engine: `setting`, checks, coercion, Kafka's rendering |
 | broker.py | `BrokerConfig`: every broker setting |
+| kraft.py | `KRaftConfig`, BrokerConfig's base: process.roles, node.id, controller.* |
 | topic_defs.py | each topic config declared once, with its broker synonyms and default |
 | topic.py | the topic keys the admin APIs check and describe, derived from topic_defs |
 | loading.py | a TOML file and `--override` items into settings and plugin tables |
@@ -20,6 +21,7 @@ from kernel.config.broker import (
     BROKER_SCHEMA,
     BrokerConfig,
 )
+from kernel.config.kraft import KRaftConfig, controller_listeners, parse_voters
 from kernel.config.loading import (
     SASL_ENABLED_MECHANISMS,
     SASL_JAAS_CONFIG,
@@ -85,6 +87,7 @@ __all__ = [
     "ConfigKey",
     "ConfigProblem",
     "ConfigSchema",
+    "KRaftConfig",
     "LoadedConfig",
     "StartupError",
     "TopicConfig",
@@ -94,12 +97,14 @@ __all__ = [
     "build_plugin_settings",
     "check_throttled_replicas",
     "coerce",
+    "controller_listeners",
     "int_at_least",
     "is_topic_config",
     "java_double",
     "load_config",
     "one_of",
     "parse_override",
+    "parse_voters",
     "replace_settings",
     "resolve_topic_configs",
     "schema_keys",

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel.config.kraft import KRaftConfig
 from kernel.config.schema import (
     INT_MAX,
     LONG_MAX,
@@ -45,9 +46,12 @@ def _with_topic_synonyms(cls: type) -> type:
 
 @dataclass(frozen=True, slots=True)
 @_with_topic_synonyms
-class BrokerConfig:
+class BrokerConfig(KRaftConfig):
+    """Every broker setting; the KRaft ones (process.roles, node.id, controller.*,
+    metadata.log.*) are inherited from kernel/config/kraft.py."""
+
     broker_id: int = setting(
-        "broker.id", 1, "This broker's id in the cluster (Kafka's node.id in KRaft mode).",
+        "broker.id", 1, "Synonym of node.id (Kafka keeps both): this node's id.",
         check=int_at_least(0),
     )
     broker_rack: str | None = setting(

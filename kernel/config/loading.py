@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.config.broker import BROKER_SCHEMA, BrokerConfig
+from kernel.config.kraft import check_roles
 from kernel.config.schema import (
     ConfigError,
     ConfigProblem,
@@ -116,6 +117,10 @@ def load_config(
         raise ConfigError(problems=problems)
     if per_listener:
         broker = dataclasses.replace(broker, listener_overrides=listener_overrides)
+    broker = _with_controller_protocols(_with_node_id(broker, flat.keys()), flat.keys())
+    problems = check_roles(broker, flat.keys(), source)
+    if problems:
+        raise ConfigError(problems=problems)
     enabled = plugin_values.pop("enabled", [])
     if not isinstance(enabled, list) or not all(isinstance(p, str) for p in enabled):
         raise ConfigError(f"{source}: plugins.enabled: expected a list of plugin names")
@@ -131,6 +136,33 @@ def load_config(
 
 
 LISTENER_PREFIX = "listener.name."
+
+
+def _with_controller_protocols(broker: BrokerConfig, explicit: Any) -> BrokerConfig:
+    """Kafka's effectiveListenerSecurityProtocolMap: with process.roles set and the map
+    left at its default, controller listeners are PLAINTEXT unless SSL or SASL is in use
+    in listeners or controller.listener.names."""
+    if not broker.process_roles or "listener.security.protocol.map" in explicit:
+        return broker
+    names = {n.strip().upper() for n in broker.controller_listener_names}
+    used = names | {item.partition("://")[0].strip().upper() for item in broker.listeners}
+    if used & {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}:
+        return broker
+    mapped = {item.partition(":")[0].strip().upper()
+              for item in broker.listener_security_protocol_map}
+    extra = [f"{n}:PLAINTEXT" for n in sorted(names - mapped)]
+    return dataclasses.replace(
+        broker, listener_security_protocol_map=[*broker.listener_security_protocol_map, *extra])
+
+
+def _with_node_id(broker: BrokerConfig, explicit: Any) -> BrokerConfig:
+    """node.id and broker.id are synonyms, as in Kafka (populateSynonyms): the one set
+    gives the other its value (check_roles refuses two different values)."""
+    if "node.id" in explicit and "broker.id" not in explicit:
+        return dataclasses.replace(broker, broker_id=broker.node_id)
+    if "broker.id" in explicit and "node.id" not in explicit:
+        return dataclasses.replace(broker, node_id=broker.broker_id)
+    return broker
 
 
 def _listener_overrides(

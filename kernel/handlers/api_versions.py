@@ -1,6 +1,7 @@
-"""ApiVersions (key 18): generated from the routing table, so the broker advertises
-exactly the APIs and versions it serves, except where a route advertises a lower minimum
-as Kafka does (Produce: see produce.ADVERTISED_MIN_VERSION)."""
+"""ApiVersions (key 18): generated from the routing table of the listener the request
+came on, so the broker advertises exactly the APIs and versions that listener serves,
+except where a route advertises a lower minimum as Kafka does (Produce: see
+produce.ADVERTISED_MIN_VERSION)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from kio.schema.errors import ErrorCode
 
 from kernel.protocol.build import make, response_module
 from kernel.protocol.codec import encode_response
-from kernel.requests import RequestContext
+from kernel.requests import BROKER, CONTROLLER, RequestContext
 from kernel.services import ServedApi
 
 API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
+LISTENERS = (BROKER, CONTROLLER)
 
 # KIP-511: client software name and version must match this pattern.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -49,7 +51,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         m.ApiVersionsResponse,
         error_code=error,
         # Kafka lists no API with INVALID_REQUEST (ApiVersionsRequest.getErrorResponse).
-        api_keys=_api_keys(m, ctx.services.routes) if error == ErrorCode.none else (),
+        api_keys=(_api_keys(m, ctx.services.routes_for(ctx.session.listener_name))
+                  if error == ErrorCode.none else ()),
         throttle_time=datetime.timedelta(0),
     )
 

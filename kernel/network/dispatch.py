@@ -10,6 +10,7 @@ awaitable and the connection holds back later requests until it resolves.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import datetime
 import inspect
@@ -45,7 +46,7 @@ from kernel.protocol.codec import (
 )
 from kernel.protocol.errors import KafkaError
 from kernel.requests import Authorize, AuthorizeByResourceType, RequestContext, Session
-from kernel.routing import Routes
+from kernel.routing import BROKER, Routes
 from kernel.services import BrokerServices
 
 API_VERSIONS = 18
@@ -108,7 +109,9 @@ class RequestDispatcher:
     def __init__(self, routes: Routes, services: BrokerServices, authorize: Authorize,
                  authorize_by_resource_type: AuthorizeByResourceType,
                  metrics: BrokerMetrics, log: Any) -> None:
-        self._routes = routes
+        # This dispatcher's listener role's table (for_role gives the others').
+        self._all_routes = routes
+        self._routes = routes.table(BROKER)
         self._services = services
         self._authorize = authorize
         self._authorize_by_resource_type = authorize_by_resource_type
@@ -130,6 +133,14 @@ class RequestDispatcher:
     def close(self) -> None:
         self._codec_threads.shutdown(wait=False, cancel_futures=True)
 
+    def for_role(self, role: str) -> RequestDispatcher:
+        """This dispatcher for the listeners of ``role``: everything shared (quotas,
+        codec threads, recent frames, metrics), routing through that role's table. A
+        listener takes it once, so a request's route stays one dict index."""
+        view = copy.copy(self)
+        view._routes = self._all_routes.table(role)
+        return view
+
     def dispatch(
         self, frame: bytes | memoryview, session: Session,
         decoded: tuple[str | None, Any] | None = None,
@@ -142,7 +153,9 @@ class RequestDispatcher:
             if api_key == API_VERSIONS:
                 return unsupported_version_response(correlation_id, self._routes)
             if route is None:
-                raise InvalidRequest(f"unsupported API key {api_key}")
+                # Kafka closes the connection too ("request for disabled api").
+                raise InvalidRequest(f"unsupported API key {api_key} on a "
+                                     f"{self._routes.role} listener")
             raise InvalidRequest(
                 f"unsupported version {api_version} of API key {api_key} "
                 f"(serving {route.min_version}..{route.max_version})"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernel.config import BrokerConfig, ConfigError
+from kernel.config import BrokerConfig, ConfigError, controller_listeners
 from kernel.logging import Notices
 from kernel.network.connection import KafkaConnection, PreAuth, ReceiveBuffer
 from kernel.network.memory_pool import MemoryPool, PreAuthPool
@@ -66,7 +66,8 @@ def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
                          advertised: list[Endpoint] | None) -> None:
     """Kafka's checks of listener names: advertised.listeners names a subset of
     listeners, at routable addresses; inter.broker.listener.name is one of the
-    advertised listeners; each listener.name.<name>. prefix names a listener."""
+    advertised broker listeners (not a controller listener); each listener.name.<name>.
+    prefix names a listener."""
     names = {e.listener_name for e in endpoints}
     if advertised:
         extra = sorted({e.listener_name for e in advertised} - names)
@@ -84,7 +85,8 @@ def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
     defaulted = inter is None
     if inter is None:
         inter = cfg.security_inter_broker_protocol
-    offered = {e.listener_name for e in advertised} if advertised else names
+    offered = ({e.listener_name for e in advertised} if advertised else names) \
+        - controller_listeners(cfg)
     if inter.upper() not in offered:
         unset = (f"unset, so security.inter.broker.protocol's {inter}, which "
                  if defaulted else f"{inter} ")

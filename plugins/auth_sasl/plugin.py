@@ -17,7 +17,7 @@ from prometheus_client import Counter
 
 from kernel.api.config import SASL_ENABLED_MECHANISMS, ConfigError, ConfigSchema
 from kernel.api.errors import InvalidRequest
-from kernel.api.handlers import ApiRegistry, RequestContext, Session
+from kernel.api.handlers import LISTENER_ROLES, ApiRegistry, RequestContext, Session
 from kernel.api.hooks import hookimpl
 from kernel.api.protocol import make, response_module
 from kernel.api.sasl import SaslMechanismRegistry
@@ -104,9 +104,11 @@ class AuthSaslPlugin:
     @hookimpl
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
         # v0 of SaslHandshake is followed by raw tokens (Session.raw_sasl_token), v1 by
-        # SaslAuthenticate requests.
-        registry.register(SASL_HANDSHAKE, self.handshake, min_version=0, max_version=1)
-        registry.register(SASL_AUTHENTICATE, self.authenticate, min_version=0, max_version=2)
+        # SaslAuthenticate requests. Controller listeners authenticate too, as Kafka's.
+        registry.register(SASL_HANDSHAKE, self.handshake, min_version=0, max_version=1,
+                          listeners=LISTENER_ROLES)
+        registry.register(SASL_AUTHENTICATE, self.authenticate, min_version=0, max_version=2,
+                          listeners=LISTENER_ROLES)
         credentials_api.register(registry, self.scram)
 
     def scram(self) -> ScramCredentials:

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel.api.config import ConfigSchema, StartupError, setting
+from kernel.api.config import (
+    BrokerConfig,
+    ConfigError,
+    ConfigProblem,
+    ConfigSchema,
+    StartupError,
+    parse_voters,
+    setting,
+)
 from kernel.api.hooks import hookimpl
 from kernel.api.services import LogDirError, lock_log_dir
 
@@ -28,12 +36,14 @@ __all__ = ["KRaftMetadataBackend", "KRaftSettings", "MetadataKraftPlugin"]
 PLUGIN_NAME = "metadata_kraft"
 
 
+DEPRECATED_LOG_DIR = f"plugins.{PLUGIN_NAME}.metadata.log.dir"
+
+
 @dataclass(frozen=True, slots=True)
 class KRaftSettings:
     metadata_log_dir: str | None = setting(
         "metadata.log.dir", None,
-        "Directory of the metadata log (__cluster_metadata-0); defaults to the first of "
-        "log.dirs.",
+        "Deprecated: the top-level metadata.log.dir (Kafka's name) says the same.",
     )
 
 
@@ -42,36 +52,73 @@ class MetadataKraftPlugin:
 
     def __init__(self) -> None:
         self._settings = KRaftSettings()
+        self._metadata_log_dir: str | None = None
 
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
         return ConfigSchema(f"plugins.{PLUGIN_NAME}", KRaftSettings)
 
     @hookimpl
-    def kafkernel_configure(self, settings: KRaftSettings) -> None:
+    def kafkernel_configure(self, settings: KRaftSettings, config: BrokerConfig) -> None:
         self._settings = settings
+        check_single_voter(config)
+        old, new = settings.metadata_log_dir, config.metadata_log_dir
+        if old and new and old != new:
+            raise ConfigError(problems=[ConfigProblem(
+                f"{DEPRECATED_LOG_DIR}: {old!r} differs from metadata.log.dir {new!r}; "
+                "set only metadata.log.dir", DEPRECATED_LOG_DIR)])
+        self._metadata_log_dir = new or old
 
     @hookimpl
     def kafkernel_metadata_backend(self, broker: PluginServices) -> KRaftMetadataBackend:
-        return _backend(broker, self._settings)
+        if self._settings.metadata_log_dir:
+            broker.log.warning(f"{DEPRECATED_LOG_DIR} is deprecated: set the top-level "
+                               "metadata.log.dir (Kafka's name) instead")
+        return _backend(broker, self._metadata_log_dir)
 
 
-def _backend(broker: PluginServices, settings: KRaftSettings) -> KRaftMetadataBackend:
+def check_single_voter(config: BrokerConfig) -> None:
+    """This plugin is one node, the only voter of its metadata log: a quorum of others
+    or a node with one role only is refused in one line rather than ignored."""
+    roles = set(config.process_roles)
+    problems: list[ConfigProblem] = []
+    if roles and roles != {"broker", "controller"}:
+        problems.append(ConfigProblem(
+            f"process.roles: {','.join(config.process_roles)} is not supported yet: the "
+            f"{PLUGIN_NAME} plugin runs one node that is broker and controller "
+            "(process.roles=broker,controller or unset)", "process.roles"))
+    others = sorted(set(parse_voters(config.controller_quorum_voters)) - {config.node_id})
+    if others:
+        problems.append(ConfigProblem(
+            f"controller.quorum.voters: a quorum of several voters (also {others}) is not "
+            f"supported yet: the {PLUGIN_NAME} plugin runs one node, the only voter",
+            "controller.quorum.voters"))
+    if config.controller_quorum_bootstrap_servers:
+        problems.append(ConfigProblem(
+            "controller.quorum.bootstrap.servers: a dynamic quorum is not supported yet: "
+            f"the {PLUGIN_NAME} plugin runs one node, the only voter (set "
+            "controller.quorum.voters to this node alone)",
+            "controller.quorum.bootstrap.servers"))
+    if problems:
+        raise ConfigError(problems=problems)
+
+
+def _backend(broker: PluginServices, metadata_log_dir_set: str | None) -> KRaftMetadataBackend:
     config = broker.config
     registration = broker.registration
     if registration is None:
         raise RuntimeError("the broker's registration is resolved after listeners bind")
     log_dirs = [Path(d) for d in config.log_dirs]
-    metadata_log_dir = (
-        Path(settings.metadata_log_dir) if settings.metadata_log_dir else log_dirs[0]
-    )
+    metadata_log_dir = Path(metadata_log_dir_set) if metadata_log_dir_set else log_dirs[0]
+    key = DEPRECATED_LOG_DIR if metadata_log_dir_set and not config.metadata_log_dir \
+        else "metadata.log.dir"
     lock_fd = None
     if metadata_log_dir not in log_dirs:  # those are the log manager's, locked already
         try:
             lock_fd = lock_log_dir(metadata_log_dir)
         except LogDirError as e:
             raise StartupError(
-                f"{broker.loaded.source}: plugins.{PLUGIN_NAME}.metadata.log.dir: {e}"
+                f"{broker.loaded.source}: {key}: {e}"
             ) from None
     try:
         return KRaftMetadataBackend(

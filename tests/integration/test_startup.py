@@ -77,6 +77,8 @@ def _port_in_use() -> Iterator[int]:
     ("default.replication.factor=40000", "default.replication.factor", "[1, 32767]"),
     ("plugins.coordinator.offsets.topic.replication.factor=40000",
      "plugins.coordinator.offsets.topic.replication.factor", "[1, 32767]"),
+    ("controller.quorum.voters=1@localhost", "controller.quorum.voters",
+     "expected {id}@{host}:{port} entries (no host:port after the @ of '1@localhost')"),
 ])
 def test_config_check_refuses_out_of_range_settings(
     tmp_path: Path, override: str, key: str, problem: str,
@@ -84,6 +86,22 @@ def test_config_check_refuses_out_of_range_settings(
     cfg = _config(tmp_path)
     _one_line_failure(_run("config", "check", str(cfg), "--override", override),
                       cfg, key, problem)
+
+
+def test_config_check_refuses_a_quorum_of_several_voters(tmp_path: Path) -> None:
+    # Valid for Kafka; the metadata_kraft plugin's configure step says it cannot run it.
+    cfg = tmp_path / "k.toml"
+    cfg.write_text('process.roles = "broker,controller"\nnode.id = 1\n'
+                   'listeners = "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9093"\n'
+                   'controller.listener.names = "CONTROLLER"\n'
+                   'controller.quorum.voters = "1@127.0.0.1:9093,2@127.0.0.1:9094"\n'
+                   f'log.dirs = "{tmp_path / "data"}"\n'
+                   '[plugins]\nenabled = ["metadata_kraft", "coordinator"]\n')
+    result = _run("config", "check", str(cfg))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"{cfg}:5: controller.quorum.voters: a quorum of several voters (also [2]) is not "
+        "supported yet: the metadata_kraft plugin runs one node, the only voter"]
 
 
 def test_metrics_port_in_use(tmp_path: Path) -> None:
@@ -208,12 +226,17 @@ def test_unwritable_log_dir(tmp_path: Path) -> None:
                       "Permission denied")
 
 
-def test_metadata_log_dir_that_cannot_be_created(tmp_path: Path) -> None:
+@pytest.mark.parametrize("key", ["metadata.log.dir",
+                                 "plugins.metadata_kraft.metadata.log.dir"])  # deprecated
+def test_metadata_log_dir_that_cannot_be_created(tmp_path: Path, key: str) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     cfg = _config(tmp_path)
-    key = "plugins.metadata_kraft.metadata.log.dir"
     result = _run("serve", "--config", str(cfg), "--override", f'{key}="{not_a_dir}/meta"')
+    if key.startswith("plugins."):  # the deprecated name is used, with a warning line
+        warning, _, rest = result.stderr.partition("\n")
+        assert f"{key} is deprecated: set the top-level metadata.log.dir" in warning
+        result.stderr = rest
     _one_line_failure(result, cfg, key, "Not a directory")
 
 

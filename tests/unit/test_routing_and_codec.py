@@ -75,3 +75,44 @@ def test_make_drops_fields_of_other_versions_and_refuses_unknown_names() -> None
     assert topic.name == "t" and not hasattr(topic, "topic_id")
     with pytest.raises(TypeError, match=r"MetadataResponseTopic: no version declares topic_idd"):
         make(MetadataResponseTopic, **values, topic_idd=None)
+
+
+def test_each_listener_role_has_its_own_table() -> None:
+    from kernel.routing import BROKER, CONTROLLER
+    routes = Routes()
+    kernel, raft = routes.registry_for("kernel"), routes.registry_for("kraft")
+    kernel.register(1, lambda c, r: "topics", min_version=4, max_version=18)
+    kernel.register(18, lambda c, r: None, min_version=0, max_version=4,
+                    listeners=(BROKER, CONTROLLER))
+    # Fetch of the metadata log on controller listeners: another owner, no conflict.
+    raft.register(1, lambda c, r: "raft", min_version=4, max_version=18,
+                  listeners=(CONTROLLER,))
+    raft.register(52, lambda c, r: None, min_version=0, max_version=2, listeners=(CONTROLLER,))
+    broker, controller = routes.table(BROKER), routes.table(CONTROLLER)
+    assert [r.api_key for r in broker] == [1, 18]
+    assert [r.api_key for r in controller] == [1, 18, 52]
+    assert broker.get(52) is None and 52 in controller
+    fetch_b, fetch_c = broker.get(1), controller.get(1)
+    assert fetch_b is not None and fetch_c is not None
+    assert (fetch_b.owner, fetch_c.owner) == ("kernel", "kraft")
+    assert broker.get(18) is controller.get(18)
+    assert [(r.api_key, r.owner) for r in routes] == [
+        (1, "kernel"), (1, "kraft"), (18, "kernel"), (52, "kraft")]
+    with pytest.raises(RoutingError, match="claimed by both plugin 'kraft' and plugin "
+                                           "'other' on controller listeners"):
+        routes.registry_for("other").register(52, lambda c, r: None, min_version=0,
+                                              max_version=2, listeners=(BROKER, CONTROLLER))
+    assert 52 not in broker  # a refused registration adds to no table
+    with pytest.raises(RoutingError, match="each must be one of broker, controller"):
+        raft.register(53, lambda c, r: None, min_version=0, max_version=1,
+                      listeners=("CONTROLLER",))
+
+
+def test_handler_modules_name_their_listeners() -> None:
+    from kernel import handlers
+    from kernel.routing import BROKER, CONTROLLER
+    routes = Routes()
+    handlers.kafkernel_register_apis(routes.registry_for("kernel"))
+    # Only ApiVersions of the kernel's own handlers serves controller listeners.
+    assert [r.api_key for r in routes.table(CONTROLLER)] == [18]
+    assert {0, 1, 3, 18} <= {r.api_key for r in routes.table(BROKER)}
