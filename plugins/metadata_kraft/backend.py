@@ -79,7 +79,7 @@ from .records.schema import (
     TopicRecord,
     UserScramCredentialRecord,
 )
-from .records.serde import MetadataBatch
+from .records.serde import MetadataBatch, iter_metadata_records
 
 T = TypeVar("T")
 
@@ -599,10 +599,8 @@ class KRaftMetadataBackend:
 
 def replay_batches(delta: MetadataDelta, batches: Sequence[MetadataBatch]) -> None:
     """Replay the metadata records of ``batches`` (control batches hold none)."""
-    for batch in batches:
-        if not batch.is_control:
-            for record in batch.records:
-                delta.replay(record.message)  # type: ignore[union-attr]
+    for record in iter_metadata_records(batches):
+        delta.replay(record.message)
 
 
 # ---------------------------------------------------------------------------
