@@ -1,8 +1,8 @@
 """KRaft-style metadata, the embedded default: no external service.
 
-The cluster's metadata is a log of records that mirror KRaft's record types
-(``jsonlog``), kept in ``<metadata.log.dir>/__cluster_metadata-0/``, fsynced on every
-append and replayed at startup to rebuild the cluster image. This node is the only
+The cluster's metadata is Kafka's metadata log: Kafka's metadata records (``records/``)
+in segments of ``<metadata.log.dir>/__cluster_metadata-0/`` (``log.py``), fsynced on
+every append and replayed at startup to rebuild the cluster image. This node is the only
 voter of the quorum, so it is always the active controller. ``meta.properties`` in
 every log directory ties the directories to one cluster id and node id.
 """

@@ -50,28 +50,36 @@ from kernel.api.controller import (
 )
 from kernel.api.errors import ErrorCode, KafkaError
 
-from .image import CLUSTER_DEFAULT_BROKER, MetadataDelta, broker_resource_name, empty_image
-from .jsonlog import (
+from .convert import convert_legacy_log
+from .image import (
+    CLUSTER_DEFAULT_BROKER,
+    ConfigResourceType,
+    MetadataDelta,
+    SecurityProtocol,
+    broker_resource_name,
+    empty_image,
+)
+from .log import MetadataLog, versioned
+from .properties import ensure_meta_properties
+from .records.schema import (
     AccessControlEntryRecord,
-    BrokerEndpointRecord,
+    BrokerEndpoint,
     ClientQuotaRecord,
     ConfigRecord,
-    ConfigResourceType,
-    MetadataRecord,
+    EntityData,
+    FeatureLevelRecord,
+    Message,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
-    QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
-    SecurityProtocol,
     TopicRecord,
     UserScramCredentialRecord,
 )
-from .log import MetadataLog
-from .properties import ensure_meta_properties
+from .records.serde import MetadataBatch, iter_metadata_records
 
 T = TypeVar("T")
 
@@ -81,6 +89,12 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # next image in a worker thread, not on the event loop.
 _RECORDS_REPLAYED_ON_LOOP = 200
 MAX_PRODUCER_ID = 2**63 - 1
+# metadata.version a new cluster is bootstrapped at: 4.3-IV0, as Kafka 4.3.1's
+# `kafka-storage format` finalizes it.
+METADATA_VERSION = 30
+# DirectoryId.UNASSIGNED: a new replica of a broker with several log dirs, until the
+# broker says where it lives.
+UNASSIGNED_DIR = uuid.UUID(int=1)
 
 
 def _retrieve_result(task: asyncio.Task[Any]) -> None:
@@ -126,7 +140,9 @@ class KRaftMetadataBackend:
         self._registration = registration
         self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_kraft")
         self._rng = rng or random.Random()
-        self._metadata_log = MetadataLog(self._metadata_log_dir, self._log)
+        self._metadata_log = MetadataLog(self._metadata_log_dir, node_id, self._log)
+        # directory.id of each of log.dirs (meta.properties), registered as LogDirs
+        self._dir_ids: tuple[uuid.UUID, ...] = ()
         self._image = empty_image("", node_id)
         self._listeners: list[ImageListener] = []
         # Created in start() so it belongs to the loop that runs the backend.
@@ -169,10 +185,11 @@ class KRaftMetadataBackend:
             raise RuntimeError("metadata backend already started")
         loop = asyncio.get_running_loop()
         self._lock = asyncio.Lock()
-        cluster_id = await loop.run_in_executor(
+        cluster_id, dir_ids = await loop.run_in_executor(
             None, ensure_meta_properties, [*self._log_dirs, self._metadata_log_dir],
             self._node_id,
         )
+        self._dir_ids = tuple(dict.fromkeys(dir_ids[d] for d in self._log_dirs))
         image = await loop.run_in_executor(None, self._load, cluster_id)
         self._started = True
         self._publish(image)
@@ -182,17 +199,26 @@ class KRaftMetadataBackend:
         self._log.info(
             "metadata log loaded", cluster_id=cluster_id, node_id=self._node_id,
             path=str(self._metadata_log.path), next_offset=self._metadata_log.next_offset,
+            epoch=self._metadata_log.epoch,
             topics=len(self._image.topics),
         )
 
     def _load(self, cluster_id: str) -> ClusterImage:
-        """Replay the whole log into one image (blocking)."""
+        """Replay the whole log into one image, then begin this start's epoch (blocking)."""
+        convert_legacy_log(self._metadata_log_dir, self._node_id, METADATA_VERSION,
+                           self._default_dir, self._log)
         batches = self._metadata_log.open()
         try:
             delta = MetadataDelta(empty_image(cluster_id, self._node_id))
-            for _, records in batches:
-                for record in records:
+            replay_batches(delta, batches)
+            self._metadata_log.begin_epoch()
+            if not delta.features:
+                # A new cluster: Kafka's bootstrap records come first.
+                bootstrap = [FeatureLevelRecord(name="metadata.version",
+                                                feature_level=METADATA_VERSION)]
+                for record in bootstrap:
                     delta.replay(record)
+                self._metadata_log.append_blocking([versioned(r) for r in bootstrap])
             self._next_producer_id = delta.next_producer_id
             self._scram_credentials = delta.scram_credentials
             self._acls = delta.acls
@@ -232,7 +258,7 @@ class KRaftMetadataBackend:
         task.add_done_callback(_retrieve_result)
         return await asyncio.shield(task)
 
-    async def _commit(self, records: list[MetadataRecord]) -> ClusterImage:
+    async def _commit(self, records: list[Message]) -> ClusterImage:
         delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials,
                               self._acls, self._client_quotas)
 
@@ -247,7 +273,7 @@ class KRaftMetadataBackend:
             image = await asyncio.get_running_loop().run_in_executor(None, replay)
         else:
             image = replay()
-        await self._metadata_log.append(records)
+        await self._metadata_log.append([versioned(r) for r in records])
         self._next_producer_id = delta.next_producer_id
         self._scram_credentials = delta.scram_credentials
         self._acls = delta.acls
@@ -274,19 +300,31 @@ class KRaftMetadataBackend:
 
         async def register() -> int:
             epoch = self._metadata_log.next_offset
+            # This node's own log dirs; another broker's are unknown here.
+            own = registration.node_id == self._node_id
             await self._commit([RegisterBrokerRecord(
                 broker_id=registration.node_id,
                 incarnation_id=incarnation_id or uuid.uuid4(),
                 broker_epoch=epoch,
                 end_points=tuple(
-                    BrokerEndpointRecord(e.listener_name, e.host, e.port,
-                                         SecurityProtocol[e.security_protocol])
+                    BrokerEndpoint(name=e.listener_name, host=e.host, port=e.port,
+                                   security_protocol=SecurityProtocol[e.security_protocol])
                     for e in registration.endpoints),
                 rack=registration.rack,
+                fenced=False,  # the single node serves at once
+                log_dirs=self._dir_ids if own else (),
+                cordoned_log_dirs=(),
             )])
             return epoch
 
         return await self._serialized(register)
+
+    def _default_dir(self, broker_id: int) -> uuid.UUID:
+        """Kafka's ClusterControlManager.defaultDir: a broker's only log dir, else
+        UNASSIGNED until the broker assigns the replica (AssignReplicasToDirs)."""
+        if broker_id == self._node_id and len(self._dir_ids) == 1:
+            return self._dir_ids[0]
+        return UNASSIGNED_DIR
 
     # -- producer ids -----------------------------------------------------------
 
@@ -320,7 +358,7 @@ class KRaftMetadataBackend:
     async def alter_scram_credentials(
         self, upsertions: Sequence[ScramCredential], deletions: Sequence[tuple[str, int]],
     ) -> None:
-        records: list[MetadataRecord] = [
+        records: list[Message] = [
             RemoveUserScramCredentialRecord(name=name, mechanism=mechanism)
             for name, mechanism in deletions
         ]
@@ -338,9 +376,10 @@ class KRaftMetadataBackend:
     async def alter_client_quotas(
         self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
     ) -> None:
-        records: list[MetadataRecord] = [
+        records: list[Message] = [
             ClientQuotaRecord(
-                entity=tuple(QuotaEntityData(t, n) for t, n in entity), key=key,
+                entity=tuple(EntityData(entity_type=t, entity_name=n) for t, n in entity),
+                key=key,
                 value=0.0 if value is None else value, remove=value is None)
             for entity, values in changes.items() for key, value in values.items()]
         if records:
@@ -356,7 +395,7 @@ class KRaftMetadataBackend:
             # As Kafka's AclControlManager: a binding already stored keeps its id.
             existing = {binding: acl_id for acl_id, binding in self._acls.items()}
             ids: list[uuid.UUID] = []
-            records: list[MetadataRecord] = []
+            records: list[Message] = []
             for b in bindings:
                 acl_id = existing.get(b)
                 if acl_id is None:
@@ -375,7 +414,7 @@ class KRaftMetadataBackend:
 
     async def remove_acls(self, ids: Sequence[uuid.UUID]) -> None:
         async def remove() -> None:
-            records: list[MetadataRecord] = [RemoveAccessControlEntryRecord(id=acl_id)
+            records: list[Message] = [RemoveAccessControlEntryRecord(id=acl_id)
                                              for acl_id in dict.fromkeys(ids)
                                              if acl_id in self._acls]
             if records:
@@ -391,7 +430,7 @@ class KRaftMetadataBackend:
     async def _create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
         image = self._image
         names = NewTopicNames(image)
-        records: list[MetadataRecord] = []
+        records: list[Message] = []
         for topic in topics:
             name = topic.name
             if name == CLUSTER_METADATA_TOPIC:  # its directory is the metadata log's
@@ -401,13 +440,14 @@ class KRaftMetadataBackend:
             # uuid4 carries version bits, so it is never the zero UUID nor Kafka's
             # reserved metadata topic id.
             topic_id = uuid.uuid4()
-            records.append(TopicRecord(name=name, topic_id=topic_id, internal=topic.internal))
+            records.append(TopicRecord(name=name, topic_id=topic_id))
             records.extend(
-                ConfigRecord(ConfigResourceType.TOPIC, name, key, value)
+                ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=name,
+                             name=key, value=value)
                 for key, value in sorted(topic.configs.items())
             )
             records.extend(
-                _partition_record(image, topic_id, partition, replicas)
+                _partition_record(image, topic_id, partition, replicas, self._default_dir)
                 for partition, replicas in enumerate(assignment)
             )
         if not records:
@@ -419,7 +459,7 @@ class KRaftMetadataBackend:
         await self._serialized(lambda: self._delete_topics(names))
 
     async def _delete_topics(self, names: list[str]) -> None:
-        records: list[MetadataRecord] = [
+        records: list[Message] = [
             RemoveTopicRecord(topic_id=topic_id)
             for topic_id in topics_to_delete(self._image, names).values()]
         if records:
@@ -442,7 +482,7 @@ class KRaftMetadataBackend:
         new_assignment = added_partitions_assignment(
             count, new_total, first.replicas, assignments, image, self._rng)
         new = await self._commit([
-            _partition_record(image, current.topic_id, partition, replicas)
+            _partition_record(image, current.topic_id, partition, replicas, self._default_dir)
             for partition, replicas in enumerate(new_assignment, start=count)
         ])
         return new.topics[topic]
@@ -493,7 +533,8 @@ class KRaftMetadataBackend:
         if isr == current.isr:
             return current
         topic_id = image.topics[topic].topic_id
-        new = await self._commit([PartitionChangeRecord(topic_id, partition, isr=isr)])
+        new = await self._commit([PartitionChangeRecord(
+            topic_id=topic_id, partition_id=partition, isr=isr)])
         state = new.partition(topic, partition)
         assert state is not None
         return state
@@ -513,7 +554,7 @@ class KRaftMetadataBackend:
     ) -> dict[TopicPartition, PartitionOutcome]:
         image = self._image
         results: dict[TopicPartition, PartitionOutcome] = {}
-        records: list[MetadataRecord] = []
+        records: list[Message] = []
         for topic, partition in dict.fromkeys(partitions):
             state = image.partition(topic, partition)
             try:
@@ -524,8 +565,9 @@ class KRaftMetadataBackend:
             except KafkaError as e:
                 results[(topic, partition)] = PartitionOutcome.of(e)
                 continue
-            records.append(PartitionChangeRecord(image.topics[topic].topic_id, partition,
-                                                 isr=isr, leader=leader))
+            records.append(PartitionChangeRecord(topic_id=image.topics[topic].topic_id,
+                                                 partition_id=partition, isr=isr,
+                                                 leader=leader))
             results[(topic, partition)] = PartitionOutcome()
         if records:
             await self._commit(records)
@@ -555,6 +597,12 @@ class KRaftMetadataBackend:
         return results
 
 
+def replay_batches(delta: MetadataDelta, batches: Sequence[MetadataBatch]) -> None:
+    """Replay the metadata records of ``batches`` (control batches hold none)."""
+    for record in iter_metadata_records(batches):
+        delta.replay(record.message)
+
+
 # ---------------------------------------------------------------------------
 # validation helpers
 # ---------------------------------------------------------------------------
@@ -568,26 +616,30 @@ def _existing_topic(image: ClusterImage, name: str) -> TopicImage:
 
 
 def _partition_record(
-    image: ClusterImage, topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...]
+    image: ClusterImage, topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...],
+    default_dir: Callable[[int], uuid.UUID],
 ) -> PartitionRecord:
     leader, isr = initial_state(replicas, image.brokers) or (NO_LEADER, ())
     return PartitionRecord(
-        topic_id=topic_id, partition=partition, replicas=replicas, isr=isr,
+        topic_id=topic_id, partition_id=partition, replicas=replicas, isr=isr,
         leader=leader, leader_epoch=0, partition_epoch=0,
+        directories=tuple(default_dir(r) for r in replicas),
     )
 
 
 def _config_changes(
     resource_type: ConfigResourceType, resource_name: str, current: Mapping[str, str],
     wanted: Mapping[str, str],
-) -> list[MetadataRecord]:
+) -> list[Message]:
     """ConfigRecords that turn ``current`` into ``wanted`` (value None deletes)."""
-    records: list[MetadataRecord] = [
-        ConfigRecord(resource_type, resource_name, name, None)
+    records: list[Message] = [
+        ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name,
+                     value=None)
         for name in sorted(current) if name not in wanted
     ]
     records.extend(
-        ConfigRecord(resource_type, resource_name, name, value)
+        ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name,
+                     value=value)
         for name, value in sorted(wanted.items()) if current.get(name) != value
     )
     return records

@@ -9,6 +9,7 @@ before it is written, so a batch on disk is always one that replays cleanly.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,16 +26,20 @@ from kernel.api.cluster import (
     ScramCredential,
     TopicImage,
     entity_of,
+    is_internal_topic,
 )
 
-from .jsonlog import (
+from .log import MetadataLogError
+from .records.schema import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
+    BeginTransactionRecord,
     ClientQuotaRecord,
     ConfigRecord,
-    ConfigResourceType,
-    MetadataLogError,
-    MetadataRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    Message,
+    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -49,6 +54,22 @@ from .jsonlog import (
 CLUSTER_DEFAULT_BROKER = -1  # ClusterImage.broker_configs key of cluster-wide defaults
 
 
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type codes, as ConfigRecord stores them."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class SecurityProtocol(enum.IntEnum):
+    """Kafka's SecurityProtocol ids, as RegisterBrokerRecord's endpoints store them."""
+
+    PLAINTEXT = 0
+    SSL = 1
+    SASL_PLAINTEXT = 2
+    SASL_SSL = 3
+
+
 def empty_image(cluster_id: str, controller_id: int) -> ClusterImage:
     return ClusterImage(
         cluster_id=cluster_id,
@@ -58,6 +79,13 @@ def empty_image(cluster_id: str, controller_id: int) -> ClusterImage:
         topics_by_id=MappingProxyType({}),
         broker_configs=MappingProxyType({}),
     )
+
+
+def _protocol_name(code: int) -> str:
+    try:
+        return SecurityProtocol(code).name
+    except ValueError:
+        raise MetadataLogError(f"RegisterBrokerRecord: unknown security protocol {code}") from None
 
 
 def broker_resource_name(broker_id: int) -> str:
@@ -127,6 +155,8 @@ class MetadataDelta:
         self._removed: set[uuid.UUID] = set()
         # Names created or removed in this delta (None: removed), over base.topics.
         self._names: dict[str, uuid.UUID | None] = {}
+        # Finalized feature levels (KRaft's FeaturesImage): metadata.version first.
+        self.features: dict[str, int] = {}
 
     # -- lookups over base + delta -------------------------------------------
 
@@ -147,7 +177,7 @@ class MetadataDelta:
 
     # -- replay ---------------------------------------------------------------
 
-    def replay(self, record: MetadataRecord) -> None:
+    def replay(self, record: Message) -> None:
         match record:
             case RegisterBrokerRecord():
                 self._replay_register_broker(record)
@@ -182,6 +212,10 @@ class MetadataDelta:
                         f"RemoveAccessControlEntryRecord for ACL {record.id}, which is not stored")
             case ClientQuotaRecord():
                 self._replay_client_quota(record)
+            case FeatureLevelRecord():
+                self.features[record.name] = record.feature_level
+            case NoOpRecord() | BeginTransactionRecord() | EndTransactionRecord():
+                pass  # a single node writes each operation as one atomic batch
             case _:
                 raise MetadataLogError(f"cannot replay {record!r}")
 
@@ -222,7 +256,7 @@ class MetadataDelta:
                                    "has no endpoints")
         self._brokers[record.broker_id] = BrokerRegistration.of(
             record.broker_id,
-            tuple(BrokerEndpoint(e.name, e.host, e.port, e.security_protocol.name)
+            tuple(BrokerEndpoint(e.name, e.host, e.port, _protocol_name(e.security_protocol))
                   for e in record.end_points),
             record.rack,
         )
@@ -232,14 +266,15 @@ class MetadataDelta:
             raise MetadataLogError(f"TopicRecord for existing topic {record.name!r}")
         if record.topic_id in self._topics or record.topic_id in self._base.topics_by_id:
             raise MetadataLogError(f"TopicRecord reuses topic id {record.topic_id}")
+        # Kafka derives "internal" from the name (Topic.isInternal).
         self._topics[record.topic_id] = _TopicBuilder(record.name, record.topic_id,
-                                                      record.internal)
+                                                      is_internal_topic(record.name))
         self._names[record.name] = record.topic_id
 
     def _replay_partition(self, record: PartitionRecord) -> None:
         topic = self._topic(record.topic_id, "PartitionRecord")
-        topic.partitions[record.partition] = PartitionState(
-            partition=record.partition,
+        topic.partitions[record.partition_id] = PartitionState(
+            partition=record.partition_id,
             replicas=record.replicas,
             isr=record.isr,
             leader=record.leader,
@@ -249,14 +284,14 @@ class MetadataDelta:
 
     def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
         topic = self._topic(record.topic_id, "PartitionChangeRecord")
-        current = topic.partitions.get(record.partition)
+        current = topic.partitions.get(record.partition_id)
         if current is None:
             raise MetadataLogError(
-                f"PartitionChangeRecord for unknown partition {topic.name}-{record.partition}"
+                f"PartitionChangeRecord for unknown partition {topic.name}-{record.partition_id}"
             )
         leader_changed = record.leader != NO_LEADER_CHANGE
-        topic.partitions[record.partition] = PartitionState(
-            partition=record.partition,
+        topic.partitions[record.partition_id] = PartitionState(
+            partition=record.partition_id,
             replicas=current.replicas if record.replicas is None else record.replicas,
             isr=current.isr if record.isr is None else record.isr,
             leader=record.leader if leader_changed else current.leader,

@@ -1,5 +1,5 @@
-"""The JSON-framed metadata log of single-node KRaft mode (to be replaced by Kafka's binary
-records in v2 batches, ``records/``, and converted once on upgrade).
+"""The JSON-framed metadata log that earlier releases wrote (``metadata.records``); now
+only read, by the one-time converter to Kafka's format (``convert.py``).
 
 The records mirror KRaft's metadata record types: same names, api keys and meaning
 (RegisterBrokerRecord 0, TopicRecord 2, PartitionRecord 3, ConfigRecord 4,

@@ -1,9 +1,13 @@
-"""The metadata log on disk: ``<metadata.log.dir>/__cluster_metadata-0/``.
+"""The metadata log on disk: ``<metadata.log.dir>/__cluster_metadata-0/``, as Kafka's.
 
-One append-only file of record batches (framing in ``jsonlog``). Every append is
-fsynced before it returns, so a change is published only once it survives a crash.
-Opening the log reads every intact batch and truncates a torn or corrupt tail, which
-is what a crash in the middle of a write leaves behind; batches before it are kept.
+Kafka's segments (``00000000000000000000.log``, ``.index``, ``.timeindex``) and
+``leader-epoch-checkpoint``, on the kernel's log (``kernel.api.log``). Each entry is a
+v2 batch of Kafka metadata records (``records/serde.py``) whose partition leader epoch is
+the Raft epoch. This node is the only voter, so it is the leader: each start begins a new
+epoch with a LeaderChange control batch, as Kafka's standalone controller does. Every
+append is fsynced before it returns, so a change is published only once it survives a
+crash. Opening recovers the segments: a torn or corrupt tail (a crash mid-write) is
+truncated, the batches before it are kept.
 """
 
 from __future__ import annotations
@@ -11,46 +15,80 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
+
 from kernel.api.config import ConfigError
 from kernel.api.errors import ErrorCode, KafkaError
+from kernel.api.log import PluginLog, open_plugin_log
 
-from .jsonlog import CorruptBatchError, MetadataRecord, decode_batch, encode_batch
-from .properties import fsync_directory
+from .records.codec import RecordDecodeError, UnsupportedVersionError
+from .records.schema import Message
+from .records.serde import (
+    ApiMessageAndVersion,
+    MetadataBatch,
+    build_control_batch,
+    build_metadata_batch,
+    decode_batches,
+)
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"  # Kafka's metadata topic-partition
-LOG_FILE = "metadata.records"
+# Bytes read per step when replaying: many batches at a time, one segment at most.
+_READ_BYTES = 16 * 1024 * 1024
+
+
+def _segment_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+
+class MetadataLogError(Exception):
+    """An intact batch that cannot be replayed: a record type or version this broker
+    does not know, or a record that contradicts the state. Startup stops rather than
+    truncating records another version could read."""
+
+
+def versioned(message: Message) -> ApiMessageAndVersion:
+    """A record at the version Kafka 4.3.1 writes on a new cluster: the highest
+    (RegisterBrokerRecord v4, PartitionRecord v2, PartitionChangeRecord v2; the rest
+    have only v0)."""
+    return ApiMessageAndVersion(message, type(message).VERSIONS[1])
 
 
 class MetadataLog:
-    """Owner of the metadata log file. Not safe for concurrent appends: the controller
+    """Owner of the metadata log. Not safe for concurrent appends: the controller
     serialises them."""
 
-    def __init__(self, metadata_log_dir: Path, logger: Any) -> None:
+    def __init__(self, metadata_log_dir: Path, node_id: int, logger: Any) -> None:
         self.directory = Path(metadata_log_dir) / METADATA_PARTITION_DIR
-        self.path = self.directory / LOG_FILE
+        self.path = self.directory
+        self._node_id = node_id
         self._log = logger
-        self._fd: int | None = None
-        self._size = 0
-        self._next_offset = 0
-        # Set when a failed write could not be undone: the file may end in a partial
+        self._plog: PluginLog | None = None
+        self._lock_fd: int | None = None
+        self._epoch = 0
+        # Set when a failed write could not be undone: the log may end in a partial
         # batch, and appending after it would hide the later batches from replay.
         self._failure: str | None = None
 
     @property
     def next_offset(self) -> int:
         """Offset the next appended record gets."""
-        return self._next_offset
+        return 0 if self._plog is None else self._plog.log_end_offset
 
-    def open(self) -> list[tuple[int, list[MetadataRecord]]]:
-        """Open (creating) the log and return its batches as (base offset, records).
-        Blocking: run it off the event loop."""
+    @property
+    def epoch(self) -> int:
+        """The Raft epoch this node leads (the partition leader epoch of its batches)."""
+        return self._epoch
+
+    def open(self) -> list[MetadataBatch]:
+        """Open (creating) the log and return its batches. Blocking: run it off the
+        event loop."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.directory, os.O_RDONLY)
         try:
             try:
                 # One writer per log: a second broker (or test) on the same directory
@@ -58,88 +96,112 @@ class MetadataLog:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise ConfigError(
-                    f"{self.path}: the metadata log is in use by another broker"
+                    f"{self.directory}: the metadata log is in use by another broker"
                 ) from None
-            if created:
-                fsync_directory(self.directory)
-            batches = self._read(fd)
+            before = _segment_bytes(self.directory)
+            plog = open_plugin_log(self.directory)
+            dropped = before - _segment_bytes(self.directory)
+            if dropped > 0:
+                self._log.warning(
+                    "truncated the metadata log's torn or corrupt tail",
+                    path=str(self.directory), dropped_bytes=dropped,
+                    next_offset=plog.log_end_offset)
+            try:
+                batches = self._read(plog)
+            except BaseException:
+                plog.close()
+                raise
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
+        self._lock_fd, self._plog = fd, plog
         return batches
 
-    def _read(self, fd: int) -> list[tuple[int, list[MetadataRecord]]]:
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size else b""
-        batches: list[tuple[int, list[MetadataRecord]]] = []
-        pos = 0
-        expected = 0
-        while pos < len(data):
+    def _read(self, plog: PluginLog) -> list[MetadataBatch]:
+        batches: list[MetadataBatch] = []
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            data = plog.read(offset, _READ_BYTES)
             try:
-                base_offset, records, end = decode_batch(data, pos)
-                if base_offset != expected:
-                    raise CorruptBatchError(f"base offset {base_offset}, expected {expected}")
-            except CorruptBatchError as e:
-                self._log.warning(
-                    "truncating the metadata log at its first invalid batch",
-                    path=str(self.path), position=pos, dropped_bytes=len(data) - pos,
-                    next_offset=expected, reason=str(e),
-                )
-                os.ftruncate(fd, pos)
-                os.fsync(fd)
+                read = decode_batches(data, allow_partial_tail=False)
+            except (RecordDecodeError, UnsupportedVersionError) as e:
+                raise MetadataLogError(
+                    f"{self.directory}: batch at offset {offset} cannot be read: {e}"
+                ) from None
+            if not read:
                 break
-            batches.append((base_offset, records))
-            expected += len(records)
-            pos = end
-        self._size = pos
-        self._next_offset = expected
+            batches.extend(read)
+            offset = read[-1].header.last_offset + 1
         return batches
 
-    async def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append one batch and fsync it (in a worker thread, so the event loop keeps
-        serving); returns its base offset. Raises KafkaError(KAFKA_STORAGE_ERROR)."""
-        if self._fd is None:
+    def reset(self) -> None:
+        """Remove every batch (blocking)."""
+        plog = self._open_log()
+        plog.truncate_to(0)
+        plog.flush()
+
+    def begin_epoch(self) -> int:
+        """Start a new epoch (the last one + 1) with a LeaderChange control batch, fsynced:
+        this node is the sole voter and leader. Blocking; returns the epoch."""
+        plog = self._open_log()
+        self._epoch = (plog.latest_epoch or 0) + 1
+        me = Voter(voter_id=self._node_id)
+        self._write(plog, build_control_batch(
+            [LeaderChangeMessage(version=0, leader_id=self._node_id, voters=(me,),
+                                 granting_voters=(me,))],
+            base_offset=plog.log_end_offset, epoch=self._epoch,
+            append_time_ms=int(time.time() * 1000)))
+        return self._epoch
+
+    def _open_log(self) -> PluginLog:
+        if self._plog is None:
             raise RuntimeError("metadata log is not open")
         if self._failure is not None:
             raise KafkaError(ErrorCode.kafka_storage_error, self._failure)
-        base_offset = self._next_offset
-        loop = asyncio.get_running_loop()
+        return self._plog
+
+    async def append(self, records: Sequence[ApiMessageAndVersion]) -> int:
+        """Append one batch and fsync it (in a worker thread, so the event loop keeps
+        serving); returns its base offset. Raises KafkaError(KAFKA_STORAGE_ERROR)."""
+        plog = self._open_log()
+        base_offset = plog.log_end_offset
         # Encoded in the worker too: a topic of thousands of partitions is thousands of
         # records, and the event loop keeps serving meanwhile.
-        data = await loop.run_in_executor(None, self._encode_and_write, self._fd,
-                                          base_offset, records)
-        self._size += len(data)
-        self._next_offset += len(records)
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.append_blocking, records)
         return base_offset
 
-    def _encode_and_write(self, fd: int, base_offset: int,
-                          records: Sequence[MetadataRecord]) -> bytes:
-        data = encode_batch(base_offset, records)
-        self._write(fd, data)
-        return data
+    def append_blocking(self, records: Sequence[ApiMessageAndVersion],
+                        append_time_ms: int | None = None) -> None:
+        plog = self._open_log()
+        now = int(time.time() * 1000) if append_time_ms is None else append_time_ms
+        self._write(plog, build_metadata_batch(
+            records, base_offset=plog.log_end_offset, epoch=self._epoch,
+            append_time_ms=now))
 
-    def _write(self, fd: int, data: bytes) -> None:
+    def _write(self, plog: PluginLog, batch: bytes) -> None:
+        end = plog.log_end_offset
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except OSError as e:
+            plog.append_as_leader(batch, self._epoch)
+            plog.flush()
+        except (KafkaError, OSError) as e:
             try:
-                os.ftruncate(fd, self._size)
-                os.fsync(fd)
-            except OSError as undo:
+                plog.truncate_to(end)
+                plog.flush()
+            except (KafkaError, OSError) as undo:
                 self._failure = (
-                    f"{self.path}: write failed ({e}) and could not be undone ({undo}); "
-                    "restart the broker to recover the log"
+                    f"{self.directory}: write failed ({e}) and could not be undone "
+                    f"({undo}); restart the broker to recover the log"
                 )
                 raise KafkaError(ErrorCode.kafka_storage_error, self._failure) from e
             raise KafkaError(
-                ErrorCode.kafka_storage_error, f"{self.path}: write failed: {e}"
+                ErrorCode.kafka_storage_error, f"{self.directory}: write failed: {e}"
             ) from e
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # also releases the flock
-            self._fd = None
+        if self._plog is not None:
+            self._plog.close()
+            self._plog = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # also releases the flock
+            self._lock_fd = None

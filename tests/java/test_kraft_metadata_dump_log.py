@@ -1,7 +1,8 @@
 """Kafka reads our metadata log: a segment and a snapshot written by
 plugins/metadata_kraft/records (every metadata record type at every version, every KRaft
 control record) go through Kafka's ``kafka-dump-log --cluster-metadata-decoder``, which
-must print each record, with the values we wrote, and no error. One JVM for both files."""
+must print each record, with the values we wrote, and no error. One JVM for both files.
+A live single node's own log goes through it too."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from plugins.metadata_kraft.records import schema, serde
 from plugins.metadata_kraft.records.schema import Message
 from plugins.metadata_kraft.records.serde import ApiMessageAndVersion
 from reference import tools
+from tests.broker_process import BrokerProcess
 from tests.unit.test_kraft_records import CASES, CONTROL_MESSAGES, full_record
 
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log
@@ -120,3 +124,38 @@ def test_kafka_dump_log_reads_our_segment_and_snapshot(tmp_path: Path) -> None:
     assert sorted(in_snapshot) == list(range(len(items)))
     for offset, item in enumerate(items):
         expect(offset, item, in_snapshot)
+
+
+def test_kafka_dump_log_reads_a_live_brokers_metadata_log(tmp_path: Path) -> None:
+    """What a running single node wrote (LeaderChange, bootstrap, registration, a topic
+    with a config) is Kafka's log: kafka-dump-log prints each record, without error."""
+    with BrokerProcess(tmp_path) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("dumped", 2, 1, config={"retention.ms": "4321"})])[
+            "dumped"].result(20)
+        segment = tmp_path / "data" / "__cluster_metadata-0" / "00000000000000000000.log"
+        result = tools.run(DUMP_LOG, "--cluster-metadata-decoder", "--files",
+                           str(segment)).check()
+    for text in (result.stdout, result.stderr):
+        assert not re.search(r"error|exception|invalid", text, re.IGNORECASE), result.describe()
+    printed = _printed(result.stdout)
+    assert printed[0] == ("LeaderChange", {"version": 0, "leaderId": 1,
+                                           "voters": [{"voterId": 1}],
+                                           "grantingVoters": [{"voterId": 1}]})
+    records = [body for name, body in printed.values() if name is None]
+    assert records[0] == {"type": "FEATURE_LEVEL_RECORD", "version": 0,
+                          "data": {"name": "metadata.version", "featureLevel": 30}}
+    by_type: dict[str, list[Any]] = {}
+    for body in records:
+        by_type.setdefault(body["type"], []).append(body)
+    register = by_type["REGISTER_BROKER_RECORD"][0]
+    assert register["version"] == 4 and register["data"]["fenced"] is False
+    directory_id = register["data"]["logDirs"][0]
+    topic_id = next(t["data"]["topicId"] for t in by_type["TOPIC_RECORD"]
+                    if t["data"]["name"] == "dumped")
+    partitions = [p for p in by_type["PARTITION_RECORD"] if p["data"]["topicId"] == topic_id]
+    assert [(p["version"], p["data"]["partitionId"], p["data"]["directories"])
+            for p in partitions] == [(2, 0, [directory_id]), (2, 1, [directory_id])]
+    assert {"type": "CONFIG_RECORD", "version": 0, "data": {
+        "resourceType": 2, "resourceName": "dumped", "name": "retention.ms",
+        "value": "4321"}} in records

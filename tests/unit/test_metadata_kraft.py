@@ -26,32 +26,34 @@ from kernel.cluster import (
 )
 from kernel.config import ConfigError, ConfigSchema
 from kernel.protocol.errors import ErrorCode, KafkaError
+from kernel.protocol.records import SimpleRecord, build_batch
 from kernel.replication_control import assign_replicas
 from plugins import metadata_kraft
-from plugins.metadata_kraft import KRaftMetadataBackend, KRaftSettings
+from plugins.metadata_kraft import KRaftMetadataBackend, KRaftSettings, jsonlog
 from plugins.metadata_kraft.backend import PRODUCER_ID_BLOCK_SIZE
-from plugins.metadata_kraft.image import MetadataDelta, empty_image
-from plugins.metadata_kraft.jsonlog import (
-    BATCH_HEADER,
-    RECORD_HEADER,
-    BrokerEndpointRecord,
-    ConfigRecord,
-    ConfigResourceType,
-    MetadataLogError,
-    MetadataRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
+from plugins.metadata_kraft.image import (
+    MetadataDelta,
+    SecurityProtocol,
+    empty_image,
+)
+from plugins.metadata_kraft.log import MetadataLogError
+from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
+from plugins.metadata_kraft.records.schema import (
+    BrokerEndpoint as BrokerEndpointRecord,
+)
+from plugins.metadata_kraft.records.schema import (
+    Message,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
-    SecurityProtocol,
-    TopicRecord,
-    UserScramCredentialRecord,
-    decode_batch,
-    encode_batch,
 )
-from plugins.metadata_kraft.properties import new_cluster_id, read_meta_properties
+from plugins.metadata_kraft.records.serde import (
+    ApiMessageAndVersion,
+    decode_batches,
+    encode_value,
+    iter_metadata_records,
+)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -95,7 +97,12 @@ def reopen(data: Path, **kwargs: int) -> ClusterImage:
 
 
 def log_file(data: Path) -> Path:
-    return data / "__cluster_metadata-0" / "metadata.records"
+    return data / "__cluster_metadata-0" / "00000000000000000000.log"
+
+
+def logged_records(data: Path) -> list[Message]:
+    batches = decode_batches(log_file(data).read_bytes(), allow_partial_tail=False)
+    return [r.message for r in iter_metadata_records(batches)]
 
 
 async def raises(code: ErrorCode, awaitable: Awaitable[object]) -> KafkaError:
@@ -157,9 +164,11 @@ def test_cluster_id_is_kafka_style_and_written_to_meta_properties(tmp_path: Path
         await b.stop()
         assert len(cluster_id) == 22
         for d in (data, other):
-            assert read_meta_properties(d) == {
-                "cluster.id": cluster_id, "node.id": "1", "version": "1"
-            }
+            props = read_meta_properties(d)
+            assert props is not None
+            directory_id = props.pop("directory.id")
+            assert len(base64.urlsafe_b64decode(directory_id + "==")) == 16
+            assert props == {"cluster.id": cluster_id, "node.id": "1", "version": "1"}
 
     asyncio.run(main())
 
@@ -315,7 +324,7 @@ def test_acls_are_stored_once_removed_and_replayed(tmp_path: Path) -> None:
 def test_removing_a_scram_credential_that_does_not_exist_is_refused() -> None:
     delta = MetadataDelta(empty_image("c", 1))
     with pytest.raises(MetadataLogError, match="no credential"):
-        delta.replay(RemoveUserScramCredentialRecord("nobody", 1))
+        delta.replay(RemoveUserScramCredentialRecord(name="nobody", mechanism=1))
 
 
 def test_torn_tail_is_truncated_and_earlier_records_survive(tmp_path: Path) -> None:
@@ -342,7 +351,7 @@ def test_torn_tail_is_truncated_and_earlier_records_survive(tmp_path: Path) -> N
             await b.stop()
 
         asyncio.run(main())
-    assert any("truncating" in entry["event"] and entry["log_level"] == "warning"
+    assert any("torn or corrupt tail" in entry["event"] and entry["log_level"] == "warning"
                for entry in logs)
     image = reopen(tmp_path)
     assert set(image.topics) == {"kept", "after"}
@@ -365,53 +374,54 @@ def test_corrupt_and_garbage_tails_are_truncated(tmp_path: Path) -> None:
     # Garbage after the last intact batch.
     path.write_bytes(path.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x07garbage")
     assert "kept" in reopen(tmp_path).topics
-    data = path.read_bytes()
-    pos = 0
-    while pos < len(data):  # every batch left on disk is intact
-        _, _, pos = decode_batch(data, pos)
+    # every batch left on disk is intact
+    decode_batches(path.read_bytes(), allow_partial_tail=False)
 
 
 def test_intact_batch_of_unknown_record_type_stops_startup(tmp_path: Path) -> None:
     reopen(tmp_path)
     path = log_file(tmp_path)
     data = path.read_bytes()
-    next_offset = 0
-    pos = 0
-    while pos < len(data):
-        base, records, pos = decode_batch(data, pos)
-        next_offset = base + len(records)
-    # A batch from a newer version: RemoveTopicRecord version 99.
-    newer = bytearray(encode_batch(next_offset, [RemoveTopicRecord(uuid.uuid4())]))
-    newer[BATCH_HEADER.size + 4 + 2:BATCH_HEADER.size + 4 + 4] = (99).to_bytes(2, "big")
-    newer[12:16] = crc32c.crc32c(bytes(newer[16:])).to_bytes(4, "big")
-    path.write_bytes(data + bytes(newer))
+    last = decode_batches(data, allow_partial_tail=False)[-1]
+    # A batch from a newer version: RemoveTopicRecord version 99 (frame, api key, version).
+    value = bytearray(encode_value(ApiMessageAndVersion(RemoveTopicRecord(), 0)))
+    assert value[:3] == bytes([1, RemoveTopicRecord.API_KEY, 0])
+    value[2] = 99
+    newer = build_batch([SimpleRecord(value=bytes(value))],
+                        base_offset=last.header.last_offset + 1, base_timestamp=0,
+                        partition_leader_epoch=last.epoch)
+    path.write_bytes(data + newer)
 
     async def main() -> None:
-        with pytest.raises(MetadataLogError, match="version 99"):
+        with pytest.raises(MetadataLogError, match="99"):
             await make_backend(tmp_path).start()
 
     asyncio.run(main())
-    assert path.read_bytes() == data + bytes(newer)  # not truncated
+    assert path.read_bytes() == data + newer  # not truncated
 
 
-def test_records_round_trip_through_a_batch() -> None:
+def test_records_round_trip_through_a_legacy_batch() -> None:
+    # jsonlog is now only the converter's reader of logs written before Kafka's format.
     topic_id = uuid.uuid4()
-    records: list[MetadataRecord] = [
-        RegisterBrokerRecord(1, uuid.uuid4(), 0, (
-            BrokerEndpointRecord("PLAINTEXT", "localhost", 9092, SecurityProtocol.PLAINTEXT),
-            BrokerEndpointRecord("EXTERNAL", "kafka.example", 9093, SecurityProtocol.SSL),
+    records: list[jsonlog.MetadataRecord] = [
+        jsonlog.RegisterBrokerRecord(1, uuid.uuid4(), 0, (
+            jsonlog.BrokerEndpointRecord("PLAINTEXT", "localhost", 9092,
+                                         jsonlog.SecurityProtocol.PLAINTEXT),
+            jsonlog.BrokerEndpointRecord("EXTERNAL", "kafka.example", 9093,
+                                         jsonlog.SecurityProtocol.SSL),
         ), "r1"),
-        TopicRecord("t", topic_id),
-        PartitionRecord(topic_id, 0, (1, 2), (1,), 1, 3, 4),
-        ConfigRecord(ConfigResourceType.TOPIC, "t", "retention.ms", "5"),
-        ConfigRecord(ConfigResourceType.BROKER, "", "num.partitions", None),
-        PartitionChangeRecord(topic_id, 0, isr=(1, 2)),
-        RemoveTopicRecord(topic_id),
-        UserScramCredentialRecord("alice", 1, b"salt", b"\0stored", b"server\xff", 4096),
-        RemoveUserScramCredentialRecord("alice", 1),
+        jsonlog.TopicRecord("t", topic_id),
+        jsonlog.PartitionRecord(topic_id, 0, (1, 2), (1,), 1, 3, 4),
+        jsonlog.ConfigRecord(jsonlog.ConfigResourceType.TOPIC, "t", "retention.ms", "5"),
+        jsonlog.ConfigRecord(jsonlog.ConfigResourceType.BROKER, "", "num.partitions", None),
+        jsonlog.PartitionChangeRecord(topic_id, 0, isr=(1, 2)),
+        jsonlog.RemoveTopicRecord(topic_id),
+        jsonlog.UserScramCredentialRecord("alice", 1, b"salt", b"\0stored", b"server\xff",
+                                          4096),
+        jsonlog.RemoveUserScramCredentialRecord("alice", 1),
     ]
-    data = encode_batch(42, records)
-    assert decode_batch(data, 0) == (42, records, len(data))
+    data = jsonlog.encode_batch(42, records)
+    assert jsonlog.decode_batch(data, 0) == (42, records, len(data))
 
 
 def test_register_broker_record_v0_with_one_endpoint_still_loads() -> None:
@@ -421,12 +431,14 @@ def test_register_broker_record_v0_with_one_endpoint_still_loads() -> None:
     body = (b'{"broker_id":1,"incarnation_id":"%s","broker_epoch":0,'
             b'"listener_name":"SSL","host":"localhost","port":9093,"rack":null}'
             % str(incarnation).encode())
-    payload = (b"\x00\x00\x00\x01" + RECORD_HEADER.pack(RegisterBrokerRecord.API_KEY, 0,
-                                                          len(body)) + body)
-    data = BATCH_HEADER.pack(7, 4 + len(payload), crc32c.crc32c(payload)) + payload
-    _, records, _ = decode_batch(data, 0)
-    assert records == [RegisterBrokerRecord(1, incarnation, 0, (
-        BrokerEndpointRecord("SSL", "localhost", 9093, SecurityProtocol.SSL),), None)]
+    payload = (b"\x00\x00\x00\x01" + jsonlog.RECORD_HEADER.pack(
+        jsonlog.RegisterBrokerRecord.API_KEY, 0, len(body)) + body)
+    data = (jsonlog.BATCH_HEADER.pack(7, 4 + len(payload), crc32c.crc32c(payload))
+            + payload)
+    _, records, _ = jsonlog.decode_batch(data, 0)
+    assert records == [jsonlog.RegisterBrokerRecord(1, incarnation, 0, (
+        jsonlog.BrokerEndpointRecord("SSL", "localhost", 9093, jsonlog.SecurityProtocol.SSL),
+    ), None)]
 
 
 def test_every_advertised_endpoint_is_registered_and_replayed(tmp_path: Path) -> None:
@@ -445,11 +457,14 @@ def test_every_advertised_endpoint_is_registered_and_replayed(tmp_path: Path) ->
 
     asyncio.run(main())
     # The log holds them all, in the record's endpoints array.
-    _, records, _ = decode_batch(log_file(tmp_path).read_bytes(), 0)
-    register = next(r for r in records if isinstance(r, RegisterBrokerRecord))
+    register = next(r for r in logged_records(tmp_path)
+                    if isinstance(r, RegisterBrokerRecord))
     assert register.end_points == (
-        BrokerEndpointRecord("PLAINTEXT", "127.0.0.1", 9092, SecurityProtocol.PLAINTEXT),
-        BrokerEndpointRecord("SSL", "broker.example", 9093, SecurityProtocol.SSL))
+        BrokerEndpointRecord(name="PLAINTEXT", host="127.0.0.1", port=9092,
+                             security_protocol=SecurityProtocol.PLAINTEXT),
+        BrokerEndpointRecord(name="SSL", host="broker.example", port=9093,
+                             security_protocol=SecurityProtocol.SSL))
+    assert not register.fenced and len(register.log_dirs) == 1
     broker = BrokerRegistration.of(1, endpoints, "r1")
     assert broker.endpoint("SSL") == endpoints[1]
     assert broker.endpoint("SASL_SSL") is None
