@@ -541,6 +541,8 @@ def main() -> None:
     assert mode in ("static", "dynamic", "standalone"), mode
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     brokers = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    # SIGTERM stops the nodes too (a background job ignores Ctrl-C's SIGINT).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with start_quorum(count, brokers, voters=mode) as quorum:  # type: ignore[arg-type]
         print(f"Apache Kafka {kafka_version()} cluster {quorum.cluster_id} ({mode}); "
               f"controllers {quorum.controller_bootstrap}; brokers {quorum.bootstrap}; "
