@@ -385,6 +385,9 @@ def broker_properties(node_id: int, port: int, log_dir: Path, brokers: int) -> d
         "share.coordinator.state.topic.replication.factor": rf,
         "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": "0",
+        # Three JVMs starting at once on a loaded 2-core machine can take longer than
+        # Kafka's 60 s to register, and a broker that misses it exits.
+        "initial.broker.registration.timeout.ms": "300000",
     }
 
 
@@ -486,6 +489,10 @@ def start_quorum(
         quorum._wait_ready(quorum.controllers, timeout)
         quorum._wait_ready(quorum.brokers, timeout)
         quorum.startup_seconds = time.monotonic() - began
+        for node in quorum.nodes.values():
+            if not node.alive:
+                raise KafkaStartError(f"Kafka {node.role} {node.node_id} exited after it was "
+                                      f"ready; logs in {node.work_dir}:\n{node.logs_tail()}")
     except BaseException:
         for _, proc in formats:
             if proc.poll() is None:
