@@ -78,6 +78,8 @@ METADATA_TOPIC = "__cluster_metadata"
 # Kafka's reserved topic id of __cluster_metadata (Uuid.METADATA_TOPIC_ID: 0...01).
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 POLL_INTERVAL = 0.1
+# Six JVMs starting at once on two loaded cores take minutes; one node alone, seconds.
+QUORUM_STARTUP_TIMEOUT = 300.0
 RPC_TIMEOUT = 3.0
 
 
@@ -251,7 +253,9 @@ class KraftQuorum:
 
     def describe_quorum(self) -> DescribeQuorumResponse | None:
         """The active controller's DescribeQuorum v2 answer (None while there is none):
-        asks each running controller, the leader answers."""
+        asks each running controller; of those answering as leader (a resumed old leader
+        may still think it is one) the one with the highest epoch."""
+        best: DescribeQuorumResponse | None = None
         for node in self.controllers:
             if not node.alive or node.paused:
                 continue
@@ -259,10 +263,13 @@ class KraftQuorum:
                 response = describe_quorum(node.address)
             except (OSError, EOFError, struct.error):
                 continue
-            if response.error_code == 0 and response.topics and \
-                    response.topics[0].partitions[0].error_code == 0:
-                return response
-        return None
+            if response.error_code != 0 or not response.topics or \
+                    response.topics[0].partitions[0].error_code != 0:
+                continue
+            epoch = response.topics[0].partitions[0].leader_epoch
+            if best is None or epoch > best.topics[0].partitions[0].leader_epoch:
+                best = response
+        return best
 
     def active_controller(self) -> int | None:
         """The node id of the Raft leader, None while there is none."""
@@ -414,7 +421,7 @@ def start_quorum(
     controller_overrides: Mapping[str, str] | None = None,
     broker_overrides: Mapping[str, str] | None = None,
     work_dir: str | Path | None = None,
-    timeout: float = STARTUP_TIMEOUT,
+    timeout: float = QUORUM_STARTUP_TIMEOUT,
     java: str = "java",
 ) -> KraftQuorum:
     """Format and start ``controllers`` controller-only and ``brokers`` broker-only Kafka
