@@ -40,6 +40,10 @@ CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"  # kafka-con
 REASSIGN_PARTITIONS_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election
 LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs
+METADATA_QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum
+FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"  # kafka-features
+DUMP_LOG_COMMAND = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log
+STORAGE_COMMAND = "kafka.tools.StorageTool"  # kafka-storage
 
 # A tool is a short-lived JVM: the C1 compiler alone starts it quicker, and it needs
 # little heap. The JVM's own warnings go to stderr, never into the output a test reads.
@@ -135,6 +139,45 @@ def run(main: str, *args: str, stdin: str | None = None, timeout: float = TIMEOU
             _keep(written, archive)
     return ToolResult(tuple(command), done.returncode, done.stdout, done.stderr,
                       time.monotonic() - began)
+
+
+def _target(bootstrap_controller: str | None, bootstrap_server: str | None) -> list[str]:
+    if (bootstrap_controller is None) == (bootstrap_server is None):
+        raise ValueError("name exactly one of bootstrap_controller and bootstrap_server")
+    if bootstrap_controller is not None:
+        return ["--bootstrap-controller", bootstrap_controller]
+    assert bootstrap_server is not None
+    return ["--bootstrap-server", bootstrap_server]
+
+
+def metadata_quorum(*args: str, bootstrap_controller: str | None = None,
+                    bootstrap_server: str | None = None,
+                    timeout: float = TIMEOUT) -> ToolResult:
+    """``kafka-metadata-quorum --bootstrap-controller h:p,... <args>`` (or through a
+    broker with ``bootstrap_server``), e.g. ``metadata_quorum("describe", "--status",
+    bootstrap_controller=quorum.controller_bootstrap)``."""
+    return run(METADATA_QUORUM_COMMAND,
+               *_target(bootstrap_controller, bootstrap_server), *args, timeout=timeout)
+
+
+def features(*args: str, bootstrap_controller: str | None = None,
+             bootstrap_server: str | None = None, timeout: float = TIMEOUT) -> ToolResult:
+    """``kafka-features --bootstrap-controller h:p,... <args>`` (``describe``,
+    ``upgrade --feature k=v``...), or through a broker with ``bootstrap_server``."""
+    return run(FEATURE_COMMAND, *_target(bootstrap_controller, bootstrap_server), *args,
+               timeout=timeout)
+
+
+def dump_log(*files: str | Path, cluster_metadata: bool = True, print_data: bool = False,
+             timeout: float = TIMEOUT) -> ToolResult:
+    """``kafka-dump-log --files f1,f2 [--cluster-metadata-decoder]``: Kafka's reading of
+    log segments and (with the decoder) ``__cluster_metadata`` segments and snapshots."""
+    args = ["--files", ",".join(str(f) for f in files)]
+    if cluster_metadata:
+        args.append("--cluster-metadata-decoder")
+    if print_data:
+        args.append("--print-data-log")
+    return run(DUMP_LOG_COMMAND, *args, timeout=timeout)
 
 
 def _keep(written: Path, archive: Path) -> None:
