@@ -510,9 +510,8 @@ class RaftNode:
         leader, epoch = self._leader_and_epoch()
         if request.voter_id >= 0 and request.voter_id != self.node_id:
             return m.vote_response(ErrorCode.none, ErrorCode.invalid_voter_key, leader, epoch)
-        if not self.quorum.is_voter:
-            # Only voters vote (an observer's grant would not count anyway).
-            return m.vote_response(ErrorCode.none, ErrorCode.none, leader, epoch, False)
+        # A node that does not see itself as a voter still votes, as Kafka's does: with
+        # KIP-853 a new voter may not have replicated the VotersRecord naming it yet.
         up_to_date = is_log_up_to_date(part.last_offset_epoch, part.last_offset,
                                        self.log.last_fetched_epoch, self.log.end_offset)
         candidate = ReplicaKey(part.replica_id, part.replica_directory_id)

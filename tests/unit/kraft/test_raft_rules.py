@@ -327,6 +327,13 @@ def test_a_granted_vote_is_persisted_before_the_answer_and_survives_a_restart() 
     assert _vote_part(_vote(restarted, candidate=2, epoch=1)[0]).vote_granted
 
 
+def test_a_node_outside_the_voter_set_votes_as_kafkas_does() -> None:
+    observer = _node(9)  # a KIP-853 voter may not know yet that it is one
+    response, _ = _vote(observer, candidate=2, epoch=1)
+    assert _vote_part(response).vote_granted
+    assert observer.quorum.voted() == ReplicaKey(2)
+
+
 def test_a_pre_vote_changes_nothing_and_checks_the_log() -> None:
     log = InMemoryRaftLog()
     log.append_as_leader([b"a", b"b"], 3)
