@@ -77,6 +77,7 @@ class Scenario:
     # Chance, per action, that the node dies before executing it (and the rest of the
     # list): a persist not ordered before what depends on it shows up as a violation.
     mid_action_crash: float = 0.0
+    resign_rate: float = 0.0003  # graceful shutdown of the leader (EndQuorumEpoch), per ms
 
 
 class Simulation:
@@ -102,7 +103,7 @@ class Simulation:
         self.written: list[tuple[int, bytes]] = []  # (time, payload) appended by a leader
         self.healed_at: int | None = None
         self.first_commit_after_heal: int | None = None
-        self.counts = {"crash": 0, "partition": 0, "elections": 0, "events": 0}
+        self.counts = {"crash": 0, "partition": 0, "resign": 0, "elections": 0, "events": 0}
         for node in self.nodes.values():
             self._boot(node)
 
@@ -232,6 +233,14 @@ class Simulation:
             node = self.nodes[self.rng.choice(sorted(self.nodes))]
             if node.raft is not None:
                 self._crash(node)
+        if self.rng.random() < sc.resign_rate * step_ms:
+            for node in self.nodes.values():
+                if node.raft is not None and isinstance(node.raft.quorum.state, Leader):
+                    self.counts["resign"] += 1
+                    self._apply(node, node.raft.resign(self.now))
+                    self._push(self.now + self.rng.randint(20, 300), "shutdown",
+                               (node.node_id, node.incarnation))
+                    break
         if self.rng.random() < sc.partition_rate * step_ms and not self.partition:
             size = self.rng.randint(1, len(self.nodes) // 2)
             self.partition = frozenset(self.rng.sample(sorted(self.nodes), size))
@@ -285,6 +294,11 @@ class Simulation:
             self.heal()
         elif kind == "heal_partition":
             self.partition = frozenset()
+        elif kind == "shutdown":  # the end of a graceful shutdown: the process exits
+            node_id, incarnation = payload
+            node = self.nodes[node_id]
+            if node.raft is not None and node.incarnation == incarnation:
+                self._crash(node)
         elif kind == "restart":
             node_id, incarnation = payload
             node = self.nodes[node_id]

@@ -1,7 +1,8 @@
 """Seeded simulations of 3 and 5 voters plus an observer, under message loss, delay,
-reordering, crashes with restart and partitions. After every event: at most one leader
-per epoch, committed entries never truncated, every leader holds what earlier epochs
-committed; at the end, every node's committed prefix is the committed log's prefix.
+reordering, crashes with restart, partitions and graceful leader shutdowns. After every
+event: at most one leader per epoch, committed entries never truncated, every leader
+holds what earlier epochs committed; at the end, every node's committed prefix is the
+committed log's prefix.
 Once the network heals, a write is committed within a bounded simulated time.
 
 More seeds: ``python -m tests.unit.kraft.test_raft_sim 0 5000``."""
@@ -42,13 +43,14 @@ def run_seed(seed: int, base: Scenario) -> Simulation:
     pytest.param(CHAOS, range(1000, 1080), id="chaos"),
 ])
 def test_simulated_quorums_stay_safe_and_make_progress(base: Scenario, seeds: range) -> None:
-    elections = crashes = 0
+    totals = {"elections": 0, "crash": 0, "partition": 0, "resign": 0}
     for seed in seeds:
         sim = run_seed(seed, base)
-        elections += sim.counts["elections"]
-        crashes += sim.counts["crash"]
-    # The runs exercised what they claim: failovers and crashes happened.
-    assert elections > len(seeds) and crashes > len(seeds)
+        for key in totals:
+            totals[key] += sim.counts[key]
+    # The runs exercised what they claim: failovers, crashes, partitions, resignations.
+    assert totals["elections"] > len(seeds) and totals["crash"] > len(seeds), totals
+    assert totals["partition"] > 0 and totals["resign"] > 0, totals
 
 
 def test_the_simulator_catches_a_broken_commit_rule(monkeypatch: pytest.MonkeyPatch) -> None:
