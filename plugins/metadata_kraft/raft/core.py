@@ -654,6 +654,11 @@ class RaftNode:
 
     def _handle_response(self, source: int, kind: str, response: m.RaftResponse,
                          now_ms: int) -> bool:
+        if response.error_code is ErrorCode.unsupported_version and kind == "prevote" \
+                and isinstance(self.quorum.state, Prospective):
+            # A voter too old for pre-vote: stand for election at once, as Kafka does.
+            self._transition_to_candidate(now_ms)
+            return True
         if response.error_code is not ErrorCode.none:
             logger.info("raft node %s: %s from node %s answered %s", self.node_id, kind,
                         source, response.error_code.name)

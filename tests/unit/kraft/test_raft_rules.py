@@ -544,3 +544,103 @@ def test_every_message_round_trips_through_kios_wire_codec(build: Any) -> None:
     entity_writer(type(message))(buffer, message)
     decoded, _ = entity_reader(type(message))(memoryview(buffer.getvalue()), 0)
     assert decoded == message
+
+
+# -- elections and timeouts, end to end on one node -----------------------------------
+
+
+def _sends(actions: list[Any]) -> list[Send]:
+    return [a for a in actions if isinstance(a, Send)]
+
+
+def _prospective(node_id: int = 1) -> tuple[RaftNode, list[Send]]:
+    """A voter whose election timeout passed: Prospective, its pre-votes sent."""
+    node = _node(node_id, record=ElectionRecord(3))
+    sends = _sends(node.on_tick(10**4))
+    assert isinstance(node.quorum.state, Prospective) and node.quorum.epoch == 3
+    assert {s.destination for s in sends} == {2, 3}
+    assert all(s.request.topics[0].partitions[0].pre_vote for s in sends)
+    return node, sends
+
+
+def _answer_votes(node: RaftNode, sends: list[Send], granted: bool, now: int) -> list[Any]:
+    actions: list[Any] = []
+    for send in sends:
+        part = send.request.topics[0].partitions[0]
+        actions += node.on_response(send.destination, send.correlation_id, m.vote_response(
+            ErrorCode.none, ErrorCode.none, -1, part.replica_epoch, granted), now)
+    return actions
+
+
+def _candidate() -> tuple[RaftNode, list[Send]]:
+    """A voter whose pre-vote won: Candidate in epoch 4, its real votes sent."""
+    node, pre_votes = _prospective()
+    actions = _answer_votes(node, pre_votes[:1], True, 10**4 + 1)
+    assert isinstance(node.quorum.state, Candidate) and node.quorum.epoch == 4
+    persist = [i for i, a in enumerate(actions) if isinstance(a, PersistQuorumState)]
+    votes = _sends(actions)
+    assert persist and votes and persist[0] < actions.index(votes[0])  # own vote first
+    assert not any(v.request.topics[0].partitions[0].pre_vote for v in votes)
+    return node, votes
+
+
+def test_a_lost_pre_vote_returns_at_once() -> None:
+    node, pre_votes = _prospective()
+    _answer_votes(node, pre_votes, False, 10**4 + 1)
+    assert isinstance(node.quorum.state, Unattached) and node.quorum.epoch == 3
+
+
+def test_a_won_pre_vote_stands_for_election_and_a_won_vote_leads() -> None:
+    node, votes = _candidate()
+    actions = _answer_votes(node, votes[:1], True, 10**4 + 2)
+    assert isinstance(node.quorum.state, Leader)
+    assert PersistQuorumState(ElectionRecord(4, 1, 1)) in actions
+    assert {type(s.request) for s in _sends(actions)} == {m.BeginQuorumEpochRequest}
+
+
+def test_a_rejected_candidate_waits_out_its_timeout_then_is_prospective_again() -> None:
+    node, votes = _candidate()
+    state = node.quorum.state
+    assert isinstance(state, Candidate)
+    _answer_votes(node, votes, False, 10**4 + 2)
+    assert node.quorum.state is state  # no backoff, no new election yet
+    node.on_tick(state.election_deadline_ms)
+    assert isinstance(node.quorum.state, Prospective) and node.quorum.epoch == 4
+
+
+def test_a_prospective_facing_a_voter_without_pre_vote_stands_at_once() -> None:
+    node, pre_votes = _prospective()
+    node.on_response(pre_votes[0].destination, pre_votes[0].correlation_id,
+                     m.vote_response(ErrorCode.unsupported_version), 10**4)
+    assert isinstance(node.quorum.state, Candidate)
+
+
+def test_a_voter_follower_times_out_into_prospective_an_observer_into_unattached() -> None:
+    voter = _node(2, record=ElectionRecord(4, 1, None))
+    voter.on_tick(2000)
+    assert isinstance(voter.quorum.state, Prospective)
+    observer = _node(9, record=ElectionRecord(4, 1, None))
+    observer.on_tick(2000)
+    assert isinstance(observer.quorum.state, Unattached) and observer.quorum.epoch == 4
+
+
+def test_an_observer_finds_the_leader_through_any_voter() -> None:
+    observer = _node(9)
+    (send,) = _sends(observer.on_tick(0))
+    assert isinstance(send.request, m.FetchRequest) and send.destination in {1, 2, 3}
+    observer.on_response(send.destination, send.correlation_id, m.fetch_response(
+        ErrorCode.none, ErrorCode.not_leader_or_follower, leader_id=3, epoch=6), 5)
+    state = observer.quorum.state
+    assert isinstance(state, Follower) and (state.leader_id, state.epoch) == (3, 6)
+
+
+def test_a_leader_without_fetches_from_a_majority_resigns() -> None:
+    node, votes = _candidate()
+    _answer_votes(node, votes[:1], True, 10**4)
+    assert isinstance(node.quorum.state, Leader)
+    deadline = 10**4 + 3000  # 1.5 x controller.quorum.fetch.timeout.ms
+    node.on_tick(deadline - 1)
+    assert isinstance(node.quorum.state, Leader)
+    actions = node.on_tick(deadline)
+    assert isinstance(node.quorum.state, Resigned)
+    assert {type(s.request) for s in _sends(actions)} == {m.EndQuorumEpochRequest}
