@@ -210,13 +210,27 @@ class Simulation:
         node.committed_upto = max(node.committed_upto, high_watermark)
 
     def check_prefixes(self) -> None:
-        """Every live node's committed prefix is the committed log's prefix."""
+        """Every live node's committed prefix is the committed log's prefix, and a prefix
+        of the log of the leader with the highest epoch."""
+        leaders = [n for n in self.nodes.values()
+                   if n.raft is not None and isinstance(n.raft.quorum.state, Leader)]
+        newest = max(leaders, key=lambda n: n.raft.quorum.epoch if n.raft else 0,
+                     default=None)
         for node in self.nodes.values():
             for offset in range(node.committed_upto):
                 if offset >= node.log.end_offset or \
                         node.log.entries[offset] != self.committed[offset]:
                     raise InvariantViolation(
                         f"node {node.node_id} lost or changed committed offset {offset}")
+                # (A stale leader may lack what a later epoch committed while it was cut
+                # off: only entries committed up to its own epoch must be there.)
+                if newest is not None and newest.raft is not None and \
+                        self.commit_epoch[offset] <= newest.raft.quorum.epoch and (
+                        offset >= newest.log.end_offset
+                        or newest.log.entries[offset] != self.committed[offset]):
+                    raise InvariantViolation(
+                        f"leader {newest.node_id} lacks offset {offset} that node "
+                        f"{node.node_id} committed")
 
     # -- faults and load ------------------------------------------------------------------
 
