@@ -234,7 +234,8 @@ class RaftNode:
         if isinstance(state, Leader):
             deadlines.append(state.progress.check_quorum_deadline_ms)
         elif isinstance(state, Follower):
-            deadlines.append(state.fetch_deadline_ms)
+            if self.quorum.is_voter:  # an observer never times out of following
+                deadlines.append(state.fetch_deadline_ms)
         else:
             deadlines.append(state.election_deadline_ms)
         return min(deadlines, default=_FAR)
@@ -357,10 +358,11 @@ class RaftNode:
     def _poll(self, now_ms: int) -> None:
         # Requests past their timeout are given up on (a late answer is ignored) and
         # finished backoffs are forgotten, so next_deadline() only names future times.
-        for destination in [d for d, f in self._in_flight.items() if f.deadline_ms <= now_ms]:
-            del self._in_flight[destination]
         for destination in [d for d, t in self._backoff_until.items() if t <= now_ms]:
             del self._backoff_until[destination]
+        for destination in [d for d, f in self._in_flight.items() if f.deadline_ms <= now_ms]:
+            del self._in_flight[destination]
+            self._backoff_until[destination] = now_ms + self.config.retry_backoff_ms
         for _ in range(8):  # a transition may make the new state due at once
             state = self.quorum.state
             before = state
@@ -414,23 +416,29 @@ class RaftNode:
             self._send_votes(state.election.unrecorded(), state.epoch, True, now_ms)
 
     def _poll_follower(self, state: Follower, now_ms: int) -> None:
-        if now_ms >= state.fetch_deadline_ms:
-            if self.quorum.is_voter:
-                self._transition_to_prospective(now_ms)
-            else:
-                self._transition_to_unattached(state.epoch, now_ms)
+        if self.quorum.is_voter and now_ms >= state.fetch_deadline_ms:
+            self._transition_to_prospective(now_ms)
             return
-        self._maybe_fetch(state.leader_id, state.epoch, now_ms)
+        if state.leader_id in self._backoff_until:
+            # The leader did not answer: ask any voter who leads now (Kafka's
+            # maybeSendFetchToBestNode). An observer stays a follower until told.
+            self._fetch_from_any_voter(state.epoch, now_ms)
+        else:
+            self._maybe_fetch(state.leader_id, state.epoch, now_ms)
 
     def _poll_unattached(self, state: Unattached, now_ms: int) -> None:
         if self.quorum.is_voter and now_ms >= state.election_deadline_ms:
             self._transition_to_prospective(now_ms)
             return
-        # Ask a voter (Kafka: any bootstrap server) who leads; one request at a time.
+        self._fetch_from_any_voter(state.epoch, now_ms)
+
+    def _fetch_from_any_voter(self, epoch: int, now_ms: int) -> None:
+        """Ask a voter (Kafka: any bootstrap server) who leads; one request at a time."""
         if not self._in_flight:
-            others = sorted(self.quorum.voters.ids - {self.node_id})
+            others = [v for v in sorted(self.quorum.voters.ids - {self.node_id})
+                      if v not in self._backoff_until]
             if others:
-                self._maybe_fetch(self.rng.choice(others), state.epoch, now_ms)
+                self._maybe_fetch(self.rng.choice(others), epoch, now_ms)
 
     def _poll_resigned(self, state: Resigned, now_ms: int) -> None:
         if now_ms >= state.election_deadline_ms:

@@ -288,10 +288,14 @@ class Simulation:
         end = sc.fault_ms + sc.progress_bound_ms
         self._push(0, "clock", None)
         self._push(sc.fault_ms, "heal", None)
+        same_time = 0
         while self.events:
             at, _, kind, payload = heapq.heappop(self.events)
             if at > end or self.first_commit_after_heal is not None:
                 break
+            same_time = same_time + 1 if at == self.now else 0
+            if same_time > 5000:  # a node asking to be ticked now, forever
+                raise InvariantViolation(f"t={at}: time stands still ({kind} {payload})")
             self.now = at
             self.counts["events"] += 1
             self._dispatch(kind, payload)

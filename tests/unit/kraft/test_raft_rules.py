@@ -615,13 +615,23 @@ def test_a_prospective_facing_a_voter_without_pre_vote_stands_at_once() -> None:
     assert isinstance(node.quorum.state, Candidate)
 
 
-def test_a_voter_follower_times_out_into_prospective_an_observer_into_unattached() -> None:
+def test_a_voter_follower_times_out_into_prospective() -> None:
     voter = _node(2, record=ElectionRecord(4, 1, None))
     voter.on_tick(2000)
     assert isinstance(voter.quorum.state, Prospective)
+
+
+def test_an_observer_whose_leader_is_silent_asks_the_other_voters() -> None:
     observer = _node(9, record=ElectionRecord(4, 1, None))
-    observer.on_tick(2000)
-    assert isinstance(observer.quorum.state, Unattached) and observer.quorum.epoch == 4
+    (to_leader,) = _sends(observer.on_tick(0))
+    assert to_leader.destination == 1
+    (to_voter,) = _sends(observer.on_tick(2000))  # request timeout: the leader is silent
+    assert to_voter.destination in {2, 3}
+    assert isinstance(observer.quorum.state, Follower)
+    observer.on_response(to_voter.destination, to_voter.correlation_id, m.fetch_response(
+        ErrorCode.none, ErrorCode.not_leader_or_follower, leader_id=2, epoch=5), 2001)
+    state = observer.quorum.state
+    assert isinstance(state, Follower) and (state.leader_id, state.epoch) == (2, 5)
 
 
 def test_an_observer_finds_the_leader_through_any_voter() -> None:
