@@ -27,6 +27,17 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from . import messages as m
+from .actions import (
+    Action,
+    Commit,
+    Fatal,
+    Flush,
+    LeaderChanged,
+    NotLeaderError,
+    PersistQuorumState,
+    Respond,
+    Send,
+)
 from .election import ReplicaKey, is_log_up_to_date, strict_exponential_backoff_ms
 from .log import RaftLog
 from .quorum_store import ElectionRecord
@@ -56,61 +67,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    destination: int
-    correlation_id: int
-    request: m.RaftRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Respond:
-    request_id: int
-    response: m.RaftResponse
-
-
-@dataclass(frozen=True, slots=True)
-class PersistQuorumState:
-    """Write quorum-state (quorum_store.encode + write_atomic) before any later action."""
-
-    record: ElectionRecord
-
-
-@dataclass(frozen=True, slots=True)
-class Flush:
-    """Make the log durable (fsync) up to at least ``offset``, then call ``on_flushed``."""
-
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """Every offset below ``high_watermark`` is committed: apply it."""
-
-    high_watermark: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderChanged:
-    epoch: int
-    leader_id: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Fatal:
-    """The node must stop (Kafka throws): e.g. a divergence below the high watermark."""
-
-    reason: str
-
-
-Action = Send | Respond | PersistQuorumState | Flush | Commit | LeaderChanged | Fatal
-
-
-class NotLeaderError(Exception):
-    """``append`` on a node that is not the leader (the controller answers
-    NOT_CONTROLLER)."""
 
 
 @dataclass(slots=True)
@@ -463,8 +419,15 @@ class RaftNode:
 
     # -- inbound requests -----------------------------------------------------------------
 
-    def _cluster_id_ok(self, cluster_id: str | None) -> bool:
-        return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
+    def _cluster_id_ok(self, api: str, cluster_id: str | None) -> bool:
+        if cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id:
+            return True
+        self._refused(api, f"cluster id {cluster_id!r} is not ours ({self.cluster_id!r})")
+        return False
+
+    def _refused(self, api: str, reason: str) -> None:
+        """One line for a request we answer with an error: bad input, not our failure."""
+        logger.info("raft node %s refuses a %s request: %s", self.node_id, api, reason)
 
     def _validate_voter_only(self, remote_id: int, epoch: int) -> ErrorCode | None:
         if epoch < self.quorum.epoch:
@@ -500,15 +463,18 @@ class RaftNode:
             self._transition_to_unattached(epoch, now_ms)
 
     def _handle_vote(self, request: m.VoteRequest, now_ms: int) -> m.VoteResponse:
-        if not self._cluster_id_ok(request.cluster_id):
+        if not self._cluster_id_ok("Vote", request.cluster_id):
             return m.vote_response(ErrorCode.inconsistent_cluster_id)
         if not m.single_partition(request):
+            self._refused("Vote", "it does not name exactly __cluster_metadata-0")
             return m.vote_response(ErrorCode.invalid_request)
         part = request.topics[0].partitions[0]
         leader, epoch = self._leader_and_epoch()
         illegal_epoch = (part.last_offset_epoch > part.replica_epoch if part.pre_vote
                          else part.last_offset_epoch >= part.replica_epoch)
         if part.last_offset < 0 or part.last_offset_epoch < 0 or illegal_epoch:
+            self._refused("Vote", f"last offset {part.last_offset} in epoch "
+                          f"{part.last_offset_epoch} for epoch {part.replica_epoch}")
             return m.vote_response(ErrorCode.none, ErrorCode.invalid_request, leader, epoch)
         error = self._validate_voter_only(part.replica_id, part.replica_epoch)
         if error is not None:
@@ -517,6 +483,7 @@ class RaftNode:
             self._transition_to_unattached(part.replica_epoch, now_ms)
         leader, epoch = self._leader_and_epoch()
         if request.voter_id >= 0 and request.voter_id != self.node_id:
+            self._refused("Vote", f"it is meant for voter {request.voter_id}")
             return m.vote_response(ErrorCode.none, ErrorCode.invalid_voter_key, leader, epoch)
         # A node that does not see itself as a voter still votes, as Kafka's does: with
         # KIP-853 a new voter may not have replicated the VotersRecord naming it yet.
@@ -533,9 +500,10 @@ class RaftNode:
 
     def _handle_begin_quorum_epoch(self, request: m.BeginQuorumEpochRequest,
                                    now_ms: int) -> m.BeginQuorumEpochResponse:
-        if not self._cluster_id_ok(request.cluster_id):
+        if not self._cluster_id_ok("BeginQuorumEpoch", request.cluster_id):
             return m.begin_quorum_epoch_response(ErrorCode.inconsistent_cluster_id)
         if not m.single_partition(request):
+            self._refused("BeginQuorumEpoch", "it does not name exactly __cluster_metadata-0")
             return m.begin_quorum_epoch_response(ErrorCode.invalid_request)
         part = request.topics[0].partitions[0]
         error = self._validate_voter_only(part.leader_id, part.leader_epoch)
@@ -549,9 +517,10 @@ class RaftNode:
 
     def _handle_end_quorum_epoch(self, request: m.EndQuorumEpochRequest,
                                  now_ms: int) -> m.EndQuorumEpochResponse:
-        if not self._cluster_id_ok(request.cluster_id):
+        if not self._cluster_id_ok("EndQuorumEpoch", request.cluster_id):
             return m.end_quorum_epoch_response(ErrorCode.inconsistent_cluster_id)
         if not m.single_partition(request):
+            self._refused("EndQuorumEpoch", "it does not name exactly __cluster_metadata-0")
             return m.end_quorum_epoch_response(ErrorCode.invalid_request)
         part = request.topics[0].partitions[0]
         error = self._validate_voter_only(part.leader_id, part.leader_epoch)
@@ -570,16 +539,21 @@ class RaftNode:
                                            leader, epoch)
 
     def _handle_fetch(self, request_id: int, request: m.FetchRequest, now_ms: int) -> None:
-        if not self._cluster_id_ok(request.cluster_id):
+        if not self._cluster_id_ok("Fetch", request.cluster_id):
             self._respond(request_id, m.fetch_response(ErrorCode.inconsistent_cluster_id))
             return
         if not m.single_partition(request):
+            self._refused("Fetch", "it does not name exactly __cluster_metadata-0")
             self._respond(request_id, m.fetch_response(ErrorCode.invalid_request))
             return
         part = request.topics[0].partitions[0]
         if m.fetch_max_wait_ms(request) < 0 or part.fetch_offset < 0 \
                 or part.last_fetched_epoch < 0 \
                 or part.last_fetched_epoch > part.current_leader_epoch:
+            self._refused("Fetch", f"offset {part.fetch_offset}, last fetched epoch "
+                          f"{part.last_fetched_epoch}, leader epoch "
+                          f"{part.current_leader_epoch}, max wait "
+                          f"{m.fetch_max_wait_ms(request)} ms")
             leader, epoch = self._leader_and_epoch()
             self._respond(request_id, m.fetch_response(
                 ErrorCode.none, ErrorCode.invalid_request, leader_id=leader, epoch=epoch))
@@ -674,6 +648,8 @@ class RaftNode:
         if isinstance(response, m.FetchResponse):
             return self._handle_fetch_response(source, response, now_ms)
         if isinstance(response, m.DescribeQuorumResponse) or not m.single_partition(response):
+            logger.info("raft node %s: a %s answer from node %s does not name exactly "
+                        "__cluster_metadata-0", self.node_id, kind, source)
             return False
         part = response.topics[0].partitions[0]
         handled = self._handle_common(part.error_code, part.leader_id, part.leader_epoch,

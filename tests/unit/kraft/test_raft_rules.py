@@ -367,6 +367,16 @@ def test_vote_validation(kwargs: dict[str, Any], top: ErrorCode,
         assert _vote_part(response).error_code is partition
 
 
+def test_a_bad_request_is_one_log_line_naming_the_problem(
+        caplog: pytest.LogCaptureFixture) -> None:
+    node = _node(record=ElectionRecord(2))
+    with caplog.at_level("INFO", logger="plugins.metadata_kraft.raft.core"):
+        _vote(node, candidate=2, epoch=3, cluster_id="other")
+    (record,) = caplog.records
+    assert "refuses a Vote request" in record.getMessage()
+    assert "'other'" in record.getMessage() and record.exc_info is None
+
+
 def test_a_pre_vote_with_equal_last_epoch_is_legal() -> None:
     node = _node(record=ElectionRecord(2))
     response, _ = _vote(node, candidate=2, epoch=2, last_epoch=2, pre_vote=True)
