@@ -17,6 +17,8 @@ Our modules and the Kafka 4.3.1 classes (``org.apache.kafka.raft``) they follow:
   implementation.
 - ``messages``: ``RaftUtil``'s request/response builders, on kio's dataclasses.
 - ``core``: ``KafkaRaftClient`` (request handlers, response handling, the poll loop).
+- ``actions``: what ``core`` asks its driver to do (Kafka's client does it itself:
+  ``NetworkChannel.send``, ``QuorumStateStore.writeElectionState``, ``RaftLog.flush``).
 
 Not yet here: snapshots and FetchSnapshot (``log.validate`` already answers
 "snapshot"), and KIP-853 membership (voters are a ``VoterSet``).
