@@ -5,6 +5,7 @@ request validation and error codes of Kafka 4.3.1's KafkaRaftClient."""
 from __future__ import annotations
 
 import io
+import logging
 import random
 import uuid
 from pathlib import Path
@@ -368,7 +369,10 @@ def test_vote_validation(kwargs: dict[str, Any], top: ErrorCode,
 
 
 def test_a_bad_request_is_one_log_line_naming_the_problem(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A logging.config.dictConfig elsewhere in the session disables existing loggers.
+    monkeypatch.setattr(logging.getLogger("plugins.metadata_kraft.raft.core"), "disabled",
+                        False)
     node = _node(record=ElectionRecord(2))
     with caplog.at_level("INFO", logger="plugins.metadata_kraft.raft.core"):
         _vote(node, candidate=2, epoch=3, cluster_id="other")
