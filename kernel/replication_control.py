@@ -205,6 +205,51 @@ def requested_election(state: PartitionState, election_type: ElectionType,
     return elected
 
 
+# Preferred-leader rebalance (auto.leader.rebalance.enable): which partitions the
+# controller's periodic check moves back to their preferred replica.
+
+def imbalanced_partitions(partitions: Mapping[tuple[str, int], PartitionState]
+                          ) -> list[tuple[str, int]]:
+    """Partitions led by a replica other than their preferred one (the first replica),
+    leaderless ones included: Kafka's PreferredReplicaImbalanceCount counts these."""
+    return [tp for tp, p in partitions.items()
+            if p.replicas and p.leader != p.replicas[0]]
+
+
+def preferred_replica_imbalance(image: ClusterImage) -> int:
+    """Kafka's controller metric PreferredReplicaImbalanceCount over the image."""
+    return len(imbalanced_partitions(
+        {(t.name, p.partition): p for t in image.topics.values()
+         for p in t.partitions.values()}))
+
+
+def auto_rebalance_elections(partitions: Mapping[tuple[str, int], PartitionState],
+                             live: Collection[int], *, imbalance_percentage: int | None,
+                             ) -> list[tuple[str, int]]:
+    """The partitions whose preferred replica the periodic check elects.
+
+    ``imbalance_percentage`` (leader.imbalance.per.broker.percentage), as Kafka's
+    ZooKeeper-era checkAndTriggerAutoLeaderRebalance: per preferred broker, the ratio of
+    its partitions that another broker leads; only a broker above the percentage gets
+    its partitions back. None, as KRaft's maybeBalancePartitionLeaders: every
+    imbalanced partition. Either way only where the preferred replica is live and in
+    the ISR (Kafka's canPreferredReplicaBeLeader), sorted. Topics being deleted are
+    the caller's to leave out."""
+    by_preferred: dict[int, list[tuple[str, int]]] = {}
+    for tp, p in partitions.items():
+        if p.replicas:
+            by_preferred.setdefault(p.replicas[0], []).append(tp)
+    elect: list[tuple[str, int]] = []
+    for preferred, tps in by_preferred.items():
+        led_elsewhere = [tp for tp in tps if partitions[tp].leader != preferred]
+        if imbalance_percentage is not None and \
+                len(led_elsewhere) / len(tps) <= imbalance_percentage / 100:
+            continue
+        elect.extend(tp for tp in led_elsewhere
+                     if preferred in live and preferred in partitions[tp].isr)
+    return sorted(elect)
+
+
 # Reassignments (KIP-455), checked as Kafka's controller checks them.
 
 def reassignment(state: PartitionState | None, target: Sequence[int] | None,

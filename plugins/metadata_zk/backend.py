@@ -39,6 +39,7 @@ from kernel.api.cluster import (
     ClusterImage,
     ElectionType,
     ImageListener,
+    MetadataHealth,
     NewTopic,
     PartitionOutcome,
     PartitionState,
@@ -60,11 +61,11 @@ from kernel.api.controller import (
 from kernel.api.errors import ErrorCode, KafkaError
 
 from .cache import ZnodeCache
-from .controller import ELECTION_PATHS, ZkController
+from .controller import ELECTION_PATHS, Rebalance, ZkController
 from .properties import check_meta_properties
 from .quotas import entity_path, quota_text, quota_values
 from .watcher import CHANGE_TIMEOUT_S, ZkWatcher, retrieve_result
-from .zkclient import ZkClient, ZkUnreachable, is_connected, is_lost
+from .zkclient import KazooState, ZkClient, ZkUnreachable
 from .znodes import (
     ACL_PATHS,
     CLUSTER_ID,
@@ -112,6 +113,10 @@ T = TypeVar("T")
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
 PRODUCER_ID_BLOCK_SIZE = 1000
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+# How long a change waits for a lost ZooKeeper connection to come back before it is
+# answered REQUEST_TIMED_OUT: a blip (a ZooKeeper leader election) is ridden out, a
+# stopped ZooKeeper is told to the client while it still waits for the answer.
+RECONNECT_WAIT_S = 5.0
 
 
 class BrokerIdInUse(Exception):
@@ -129,13 +134,16 @@ class ZkMetadataBackend:
         its ``meta.properties``.
     :param unclean_default: the broker's ``unclean.leader.election.enable`` now, for
         topics that do not set it (read when this broker is the controller).
+    :param rebalance: auto.leader.rebalance.enable and leader.imbalance.*, for the
+        controller.
     """
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int,
                  broker_id: int, registration: BrokerRegistration, *,
                  new_cluster_id: Callable[[], str], log_dirs: Sequence[Path] = (),
                  logger: Any = None, rng: random.Random | None = None,
-                 unclean_default: Callable[[], bool] = lambda: False) -> None:
+                 unclean_default: Callable[[], bool] = lambda: False,
+                 rebalance: Rebalance | None = None) -> None:
         self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_zk")
         self._zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms,
                             on_state=self._on_session_state, logger=self._log)
@@ -150,13 +158,25 @@ class ZkMetadataBackend:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
         self._stopping = False
+        # The session's state as kazoo last told it, and Kafka's SessionExpireListener
+        # counts (ZooKeeperDisconnectsPerSec, ZooKeeperExpiresPerSec).
+        self._session_state: str = KazooState.CONNECTED
+        self._disconnects = 0
+        self._expirations = 0
+        self._connected = asyncio.Event()
+        # Topics whose CreateTopics was answered with an error while its write may still
+        # reach ZooKeeper (sent to a frozen server): name -> topic id. One that shows
+        # up anyway is deleted (or adopted by a retry of the same create).
+        self._abandoned: dict[str, uuid.UUID] = {}
         # The watcher alone writes the cache; the controller and the writes read it.
         self._cache = ZnodeCache()
         self._controller = ZkController(
             self._zk, self._cache, broker_id, is_registered=lambda: self._registered,
-            logger=self._log, unclean_default=unclean_default)
+            logger=self._log, unclean_default=unclean_default,
+            rebalance=rebalance or Rebalance())
         self._watcher = ZkWatcher(self._zk, self._cache, self._controller, self._log)
         self._until = self._watcher.until  # a write returns once its change shows
+        self._watcher.add_listener(self._delete_abandoned)
 
     # -- reading ------------------------------------------------------------------
 
@@ -171,6 +191,12 @@ class ZkMetadataBackend:
     @property
     def is_controller(self) -> bool:
         return self._controller.active
+
+    def metadata_health(self) -> MetadataHealth:
+        return MetadataHealth(
+            connected=self._session_state == KazooState.CONNECTED and self._started,
+            active_controller=self._controller.active, fenced_brokers=0,
+            disconnects=self._disconnects, session_expirations=self._expirations)
 
     def add_listener(self, listener: ImageListener) -> None:
         self._watcher.add_listener(listener)
@@ -194,6 +220,7 @@ class ZkMetadataBackend:
         if self._started:
             raise RuntimeError("metadata backend already started")
         await self._zk.start()
+        self._connected.set()
         self._cluster_id = await self._zk.call(self._prepare_paths)
         await asyncio.get_running_loop().run_in_executor(
             None, check_meta_properties, self._log_dirs, self._broker_id, self._cluster_id)
@@ -259,17 +286,34 @@ class ZkMetadataBackend:
         self._started = False
 
     def _on_session_state(self, state: str) -> None:
+        """One log line per change of the session's state (kazoo's SUSPENDED: the
+        connection is lost, the session may live on; LOST: the session expired;
+        CONNECTED: back)."""
         if self._stopping:
             return
-        if is_lost(state):
+        previous, self._session_state = self._session_state, state
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if state == KazooState.SUSPENDED:
+            self._disconnects += 1
+            self._log.warning("ZooKeeper connection lost; metadata changes wait for it "
+                              "(admin requests answer REQUEST_TIMED_OUT)",
+                              zookeeper=self._zk.connect)
+        elif state == KazooState.LOST:
             # The ephemeral registration and /controller went with the session: kazoo
             # opens a new one, then this broker registers and contends again.
+            self._expirations += 1
             self._log.warning("ZooKeeper session expired; registering again once "
                               "reconnected", broker_id=self._broker_id)
             self._registered = False
             self._controller.session_lost()
-        elif is_connected(state) and self._started and not self._registered:
-            self._spawn(self._reregister())
+        elif state == KazooState.CONNECTED:
+            self._log.info("ZooKeeper connection re-established",
+                           session="new" if previous == KazooState.LOST else "kept")
+            if self._started and not self._registered:
+                self._spawn(self._reregister())
 
     async def _reregister(self) -> None:
         try:
@@ -324,9 +368,22 @@ class ZkMetadataBackend:
 
     async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A change a client asked for, on the ZooKeeper thread: ZooKeeper out of reach
-        answers REQUEST_TIMED_OUT (as Kafka's requests do then), not a server error."""
+        answers REQUEST_TIMED_OUT (as Kafka's requests do then), not a server error.
+
+        A change is never queued behind a lost connection (kazoo would send it once the
+        connection is back, after the client was answered): it waits RECONNECT_WAIT_S
+        for the connection, and one whose turn on the ZooKeeper thread comes after its
+        deadline is dropped unsent."""
         try:
-            return await asyncio.wait_for(self._zk.call(fn, *args, **kwargs), CHANGE_TIMEOUT_S)
+            await asyncio.wait_for(self._connected.wait(), RECONNECT_WAIT_S)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.request_timed_out,
+                             "ZooKeeper is not connected.") from None
+        deadline = time.monotonic() + CHANGE_TIMEOUT_S
+        try:
+            return await asyncio.wait_for(
+                self._zk.call(self._unless_late, deadline, fn, *args, **kwargs),
+                CHANGE_TIMEOUT_S)
         except TimeoutError:
             raise KafkaError(ErrorCode.request_timed_out,
                              "ZooKeeper did not answer in time.") from None
@@ -337,6 +394,14 @@ class ZkMetadataBackend:
             raise KafkaError(ErrorCode.unknown_server_error,
                              f"ZooKeeper refused the change: {type(e).__name__}.") from None
 
+    def _unless_late(self, deadline: float, fn: Callable[..., T], *args: Any,
+                     **kwargs: Any) -> T:
+        """``fn`` on the ZooKeeper thread, unless its caller gave up or the connection
+        is down (blocking)."""
+        if time.monotonic() >= deadline or not self._zk.kazoo.connected:
+            raise ConnectionLoss()
+        return fn(*args, **kwargs)
+
     # -- topics -----------------------------------------------------------------------
 
     async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
@@ -345,6 +410,14 @@ class ZkMetadataBackend:
         writes: list[tuple[str, uuid.UUID, dict[int, tuple[int, ...]], Mapping[str, str]]] = []
         for topic in topics:
             name = topic.name
+            existing = image.topics.get(name)
+            if existing is not None and self._abandoned.get(name) == existing.topic_id:
+                # An earlier create of it was answered REQUEST_TIMED_OUT, then reached
+                # ZooKeeper after all: this retry adopts it instead of failing.
+                del self._abandoned[name]
+                self._log.info("topic created by an earlier timed-out CreateTopics "
+                               "kept for its retry", topic=name)
+                continue
             if name in self._cache.topics:
                 raise KafkaError(ErrorCode.topic_already_exists,
                                  f"Topic '{name}' already exists.")
@@ -354,15 +427,41 @@ class ZkMetadataBackend:
             names.check(name)
             assignment = new_topic_assignment(topic, image, self._rng)
             writes.append((name, uuid.uuid4(), dict(enumerate(assignment)), topic.configs))
-        if not writes:
-            return []
-        await self._write(self._write_topics, writes)
+        if writes:
+            await self._create_or_abandon(writes)
+        return [self.image.topics[t.name] for t in topics]
+
+    async def _create_or_abandon(
+            self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
+                                         Mapping[str, str]]]) -> None:
+        """Write the topics and wait for the controller; answered with an error while
+        the write may still land (sent to a ZooKeeper that froze), the topics are
+        remembered, and deleted if they appear (``_delete_abandoned``): a CreateTopics
+        answered with an error does not create its topics later."""
+        try:
+            await self._write(self._write_topics, writes)
+        except KafkaError as e:
+            if e.error_code == ErrorCode.request_timed_out:
+                self._abandoned.update({name: tid for name, tid, _, _ in writes})
+            raise
         expected = {name: (topic_id, len(a)) for name, topic_id, a, _ in writes}
         await self._until(lambda: all(
             (t := self.image.topics.get(name)) is not None and t.topic_id == tid
             and len(t.partitions) == n for name, (tid, n) in expected.items()),
             "the controller to create the topics' partitions")
-        return [self.image.topics[t.name] for t in topics]
+
+    def _delete_abandoned(self, _: ClusterImage, image: ClusterImage) -> None:
+        """An image listener: a topic whose CreateTopics was answered with an error,
+        shown anyway (ZooKeeper ran the write once it came back), is deleted."""
+        if not self._abandoned:
+            return
+        ghosts = [name for name, tid in self._abandoned.items()
+                  if (t := image.topics.get(name)) is not None and t.topic_id == tid]
+        for name in ghosts:
+            del self._abandoned[name]
+            self._log.warning("deleting a topic created after its CreateTopics was "
+                              "answered REQUEST_TIMED_OUT", topic=name)
+            self._spawn(self._write(self._zk.create_if_absent, delete_topic_path(name)))
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                                    Mapping[str, str]]]) -> None:
