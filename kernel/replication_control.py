@@ -180,6 +180,19 @@ def after_broker_change(leader: int, isr: Sequence[int], replicas: Sequence[int]
 ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
 
 
+def election_partition(image: ClusterImage, topic: str, partition: int) -> PartitionState:
+    """The partition an ElectLeaders names; UNKNOWN_TOPIC_OR_PARTITION in the words of
+    Kafka's ReplicationControlManager.electLeader when the image lacks it."""
+    t = image.topics.get(topic)
+    if t is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"No such topic as {topic}")
+    state = t.partitions.get(partition)
+    if state is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                         f"No such partition as {topic}-{partition}")
+    return state
+
+
 def requested_election(state: PartitionState, election_type: ElectionType,
                        live: Collection[int]) -> tuple[int, tuple[int, ...]]:
     """The (leader, ISR) an ElectLeaders request gives the partition; raises

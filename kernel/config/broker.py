@@ -218,7 +218,7 @@ class BrokerConfig:
         "leader.imbalance.per.broker.percentage", 10, "Share of a broker's preferred "
         "partitions (in percent) that others may lead before metadata_zk's controller "
         "rebalances them (Kafka's KRaft controller, like metadata_kraft, rebalances any "
-        "imbalance).",
+        "imbalance).", check=between(-INT_MAX - 1, INT_MAX),  # Kafka's INT, no validator
     )
     # Replication quotas (KIP-73, kernel/replica/replication_quota.py): the rates bound
     # the replicas each topic's {leader,follower}.replication.throttled.replicas names.

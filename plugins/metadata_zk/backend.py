@@ -53,6 +53,7 @@ from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
+    election_partition,
     new_topic_assignment,
     reassignment,
     requested_election,
@@ -713,14 +714,11 @@ class ZkMetadataBackend:
         results: dict[TopicPartition, PartitionOutcome] = {}
         expected: dict[TopicPartition, int] = {}
         for tp in dict.fromkeys(partitions):
-            state = image.partition(*tp)
             try:
                 if tp[0] in self._cache.deletions:
                     raise KafkaError(ErrorCode.invalid_topic_exception,
                                      "The topic is being deleted")
-                if state is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                                     "The partition does not exist.")
+                state = election_partition(image, *tp)
                 expected[tp] = requested_election(state, election_type, live)[0]
             except KafkaError as e:
                 results[tp] = PartitionOutcome.of(e)

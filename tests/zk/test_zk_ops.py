@@ -1,6 +1,7 @@
 """Issue 32's operations items on metadata_zk, with a real ZooKeeper: the controller's
 preferred-leader rebalance (auto.leader.rebalance.enable, leader.imbalance.*), the
-controller metrics, and a lost ZooKeeper connection made visible (a gauge, counters)
+controller metrics, ``kafkernel cluster elect-leaders``, and a lost ZooKeeper
+connection made visible (a gauge, counters)
 without a CreateTopics answered with an error creating its topic later."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kernel.cluster import NewTopic as NewTopicSpec
 from kernel.testing.embedded import EmbeddedBroker
 from tests import zookeeper as zookeeper_launcher
+from tests.integration.admin_cli import kafkernel
 from tests.zk import wait_until as _wait
 from tests.zk.conftest import ZK_PLUGINS
 
@@ -96,6 +98,15 @@ def test_no_rebalance_without_auto_leader_rebalance(zk_broker_factory: Factory) 
     # election (the restart may have moved the controller): nothing moves back.
     time.sleep(6)
     assert _backend(observer).image.partition("kept", 0).leader == 2
+    # The operator's way back: kafkernel cluster elect-leaders, as kafka-leader-election.
+    argv = ["cluster", "elect-leaders", "--election-type", "preferred", "--topic", "kept",
+            "--partition", "0"]
+    ran = kafkernel(observer.bootstrap, *argv)
+    assert (ran.code, ran.out) == (
+        0, "Successfully completed leader election (PREFERRED) for partitions kept-0\n")
+    assert _backend(observer).image.partition("kept", 0).leader == 1
+    ran = kafkernel(observer.bootstrap, *argv)
+    assert (ran.code, ran.out) == (0, "Valid replica already elected for partitions kept-0\n")
 
 
 # -- a lost ZooKeeper connection ------------------------------------------------------
