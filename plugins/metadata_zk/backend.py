@@ -24,12 +24,8 @@ from typing import Any, TypeVar
 import structlog
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    KazooException,
     NodeExistsError,
     NoNodeError,
-    SessionExpiredError,
 )
 
 from kernel.api.cluster import (
@@ -62,10 +58,11 @@ from kernel.api.controller import (
 from kernel.api.errors import ErrorCode, KafkaError
 
 from .cache import ZnodeCache
+from .connection import ZkConnection
 from .controller import ELECTION_PATHS, Rebalance, ZkController
 from .properties import check_meta_properties
 from .quotas import entity_path, quota_text, quota_values
-from .watcher import CHANGE_TIMEOUT_S, ZkWatcher, retrieve_result
+from .watcher import ZkWatcher, retrieve_result
 from .zkclient import KazooState, ZkClient, ZkUnreachable
 from .znodes import (
     ACL_PATHS,
@@ -114,10 +111,6 @@ T = TypeVar("T")
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
 PRODUCER_ID_BLOCK_SIZE = 1000
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-# How long a change waits for a lost ZooKeeper connection to come back before it is
-# answered REQUEST_TIMED_OUT: a blip (a ZooKeeper leader election) is ridden out, a
-# stopped ZooKeeper is told to the client while it still waits for the answer.
-RECONNECT_WAIT_S = 5.0
 
 
 class BrokerIdInUse(Exception):
@@ -159,16 +152,8 @@ class ZkMetadataBackend:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
         self._stopping = False
-        # The session's state as kazoo last told it, and Kafka's SessionExpireListener
-        # counts (ZooKeeperDisconnectsPerSec, ZooKeeperExpiresPerSec).
-        self._session_state: str = KazooState.CONNECTED
-        self._disconnects = 0
-        self._expirations = 0
-        self._connected = asyncio.Event()
-        # Topics whose CreateTopics was answered with an error while its write may still
-        # reach ZooKeeper (sent to a frozen server): name -> topic id. One that shows
-        # up anyway is deleted (or adopted by a retry of the same create).
-        self._abandoned: dict[str, uuid.UUID] = {}
+        self._connection = ZkConnection(self._zk, self._log)
+        self._write = self._connection.write
         # The watcher alone writes the cache; the controller and the writes read it.
         self._cache = ZnodeCache()
         self._controller = ZkController(
@@ -177,7 +162,7 @@ class ZkMetadataBackend:
             rebalance=rebalance or Rebalance())
         self._watcher = ZkWatcher(self._zk, self._cache, self._controller, self._log)
         self._until = self._watcher.until  # a write returns once its change shows
-        self._watcher.add_listener(self._delete_abandoned)
+        self._watcher.add_listener(self._delete_landed)
 
     # -- reading ------------------------------------------------------------------
 
@@ -194,10 +179,8 @@ class ZkMetadataBackend:
         return self._controller.active
 
     def metadata_health(self) -> MetadataHealth:
-        return MetadataHealth(
-            connected=self._session_state == KazooState.CONNECTED and self._started,
-            active_controller=self._controller.active, fenced_brokers=0,
-            disconnects=self._disconnects, session_expirations=self._expirations)
+        return self._connection.health(started=self._started,
+                                       active_controller=self._controller.active)
 
     def add_listener(self, listener: ImageListener) -> None:
         self._watcher.add_listener(listener)
@@ -221,7 +204,7 @@ class ZkMetadataBackend:
         if self._started:
             raise RuntimeError("metadata backend already started")
         await self._zk.start()
-        self._connected.set()
+        self._connection.started()
         self._cluster_id = await self._zk.call(self._prepare_paths)
         await asyncio.get_running_loop().run_in_executor(
             None, check_meta_properties, self._log_dirs, self._broker_id, self._cluster_id)
@@ -287,34 +270,16 @@ class ZkMetadataBackend:
         self._started = False
 
     def _on_session_state(self, state: str) -> None:
-        """One log line per change of the session's state (kazoo's SUSPENDED: the
-        connection is lost, the session may live on; LOST: the session expired;
-        CONNECTED: back)."""
         if self._stopping:
             return
-        previous, self._session_state = self._session_state, state
-        if state == KazooState.CONNECTED:
-            self._connected.set()
-        else:
-            self._connected.clear()
-        if state == KazooState.SUSPENDED:
-            self._disconnects += 1
-            self._log.warning("ZooKeeper connection lost; metadata changes wait for it "
-                              "(admin requests answer REQUEST_TIMED_OUT)",
-                              zookeeper=self._zk.connect)
-        elif state == KazooState.LOST:
+        self._connection.changed(state, self._broker_id)
+        if state == KazooState.LOST:
             # The ephemeral registration and /controller went with the session: kazoo
             # opens a new one, then this broker registers and contends again.
-            self._expirations += 1
-            self._log.warning("ZooKeeper session expired; registering again once "
-                              "reconnected", broker_id=self._broker_id)
             self._registered = False
             self._controller.session_lost()
-        elif state == KazooState.CONNECTED:
-            self._log.info("ZooKeeper connection re-established",
-                           session="new" if previous == KazooState.LOST else "kept")
-            if self._started and not self._registered:
-                self._spawn(self._reregister())
+        elif state == KazooState.CONNECTED and self._started and not self._registered:
+            self._spawn(self._reregister())
 
     async def _reregister(self) -> None:
         try:
@@ -365,44 +330,6 @@ class ZkMetadataBackend:
         entity_type, _, entity = path.partition("/")
         self._write_configs(entity_type, entity, configs)
 
-    # -- writing ----------------------------------------------------------------------
-
-    async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """A change a client asked for, on the ZooKeeper thread: ZooKeeper out of reach
-        answers REQUEST_TIMED_OUT (as Kafka's requests do then), not a server error.
-
-        A change is never queued behind a lost connection (kazoo would send it once the
-        connection is back, after the client was answered): it waits RECONNECT_WAIT_S
-        for the connection, and one whose turn on the ZooKeeper thread comes after its
-        deadline is dropped unsent."""
-        try:
-            await asyncio.wait_for(self._connected.wait(), RECONNECT_WAIT_S)
-        except TimeoutError:
-            raise KafkaError(ErrorCode.request_timed_out,
-                             "ZooKeeper is not connected.") from None
-        deadline = time.monotonic() + CHANGE_TIMEOUT_S
-        try:
-            return await asyncio.wait_for(
-                self._zk.call(self._unless_late, deadline, fn, *args, **kwargs),
-                CHANGE_TIMEOUT_S)
-        except TimeoutError:
-            raise KafkaError(ErrorCode.request_timed_out,
-                             "ZooKeeper did not answer in time.") from None
-        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError) as e:
-            raise KafkaError(ErrorCode.request_timed_out,
-                             f"ZooKeeper is not reachable: {type(e).__name__}.") from None
-        except KazooException as e:
-            raise KafkaError(ErrorCode.unknown_server_error,
-                             f"ZooKeeper refused the change: {type(e).__name__}.") from None
-
-    def _unless_late(self, deadline: float, fn: Callable[..., T], *args: Any,
-                     **kwargs: Any) -> T:
-        """``fn`` on the ZooKeeper thread, unless its caller gave up or the connection
-        is down (blocking)."""
-        if time.monotonic() >= deadline or not self._zk.kazoo.connected:
-            raise ConnectionLoss()
-        return fn(*args, **kwargs)
-
     # -- topics -----------------------------------------------------------------------
 
     async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
@@ -411,13 +338,7 @@ class ZkMetadataBackend:
         writes: list[tuple[str, uuid.UUID, dict[int, tuple[int, ...]], Mapping[str, str]]] = []
         for topic in topics:
             name = topic.name
-            existing = image.topics.get(name)
-            if existing is not None and self._abandoned.get(name) == existing.topic_id:
-                # An earlier create of it was answered REQUEST_TIMED_OUT, then reached
-                # ZooKeeper after all: this retry adopts it instead of failing.
-                del self._abandoned[name]
-                self._log.info("topic created by an earlier timed-out CreateTopics "
-                               "kept for its retry", topic=name)
+            if self._connection.adopt(name, image):
                 continue
             if name in self._cache.topics:
                 raise KafkaError(ErrorCode.topic_already_exists,
@@ -435,33 +356,18 @@ class ZkMetadataBackend:
     async def _create_or_abandon(
             self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                          Mapping[str, str]]]) -> None:
-        """Write the topics and wait for the controller; answered with an error while
-        the write may still land (sent to a ZooKeeper that froze), the topics are
-        remembered, and deleted if they appear (``_delete_abandoned``): a CreateTopics
-        answered with an error does not create its topics later."""
-        try:
-            await self._write(self._write_topics, writes)
-        except KafkaError as e:
-            if e.error_code == ErrorCode.request_timed_out:
-                self._abandoned.update({name: tid for name, tid, _, _ in writes})
-            raise
+        """Write the topics and wait for the controller; a CreateTopics answered with
+        an error does not create its topics later (connection.py)."""
+        await self._connection.create(lambda: self._write_topics(writes),
+                                      [(name, tid) for name, tid, _, _ in writes])
         expected = {name: (topic_id, len(a)) for name, topic_id, a, _ in writes}
         await self._until(lambda: all(
             (t := self.image.topics.get(name)) is not None and t.topic_id == tid
             and len(t.partitions) == n for name, (tid, n) in expected.items()),
             "the controller to create the topics' partitions")
 
-    def _delete_abandoned(self, _: ClusterImage, image: ClusterImage) -> None:
-        """An image listener: a topic whose CreateTopics was answered with an error,
-        shown anyway (ZooKeeper ran the write once it came back), is deleted."""
-        if not self._abandoned:
-            return
-        ghosts = [name for name, tid in self._abandoned.items()
-                  if (t := image.topics.get(name)) is not None and t.topic_id == tid]
-        for name in ghosts:
-            del self._abandoned[name]
-            self._log.warning("deleting a topic created after its CreateTopics was "
-                              "answered REQUEST_TIMED_OUT", topic=name)
+    def _delete_landed(self, _: ClusterImage, image: ClusterImage) -> None:
+        for name in self._connection.landed(image):
             self._spawn(self._write(self._zk.create_if_absent, delete_topic_path(name)))
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
