@@ -94,9 +94,9 @@ def test_no_rebalance_without_auto_leader_rebalance(zk_broker_factory: Factory) 
     assert _leaders_after_restart_of_broker_1(brokers, "kept") == 2
     observer = brokers[2]
     assert _metric(observer, "kafkernel_preferred_replica_imbalance") == 1
-    # Three check intervals, and more than the first check's 5 s after a controller
-    # election (the restart may have moved the controller): nothing moves back.
-    time.sleep(6)
+    # Three check intervals (the first check comes one interval after a controller's
+    # election, the restart may have moved it): nothing moves back.
+    time.sleep(3)
     assert _backend(observer).image.partition("kept", 0).leader == 2
     # The operator's way back: kafkernel cluster elect-leaders, as kafka-leader-election.
     argv = ["cluster", "elect-leaders", "--election-type", "preferred", "--topic", "kept",
@@ -111,7 +111,7 @@ def test_no_rebalance_without_auto_leader_rebalance(zk_broker_factory: Factory) 
 
 # -- a lost ZooKeeper connection ------------------------------------------------------
 
-SESSION_MS = 6000  # kazoo notices a silent server after 2/3 of it
+SESSION_MS = 4000  # kazoo notices a silent server after 2/3 of it
 
 
 @pytest.fixture(scope="module")
