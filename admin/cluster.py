@@ -1,4 +1,5 @@
-"""``kafkernel cluster describe`` and broker configs (``kafkernel config describe``,
+"""``kafkernel cluster describe``, ``cluster elect-leaders`` (admin/leader_election.py)
+and broker configs (``kafkernel config describe``,
 ``kafkernel config alter``, as kafka-configs --entity-type brokers)."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from admin import leader_election
 from admin.client import ClientOptions, result
 from admin.configs import alter
 from admin.output import Table, View
@@ -61,6 +63,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser,
     p = commands.add_parser("describe", parents=[common],
                             help="brokers, controller, cluster id")
     p.set_defaults(admin=describe_cluster)
+    leader_election.add_parser(commands, common)
 
     for name, func, text in (("describe", describe_configs, "a broker's configs"),
                              ("alter", alter_configs, "set or delete a broker's configs")):

@@ -76,6 +76,19 @@ class LogDirSample:
 
 
 @dataclass(frozen=True, slots=True)
+class MetadataHealth:
+    """What a metadata backend reports about itself for the metrics and alerts (its
+    ``metadata_health()``; a backend without one counts as a lone, always-connected
+    controller)."""
+
+    connected: bool = True  # the ZooKeeper session, or the controller quorum, is reachable
+    active_controller: bool = True  # this broker is the cluster's active controller
+    fenced_brokers: int = 0  # registered brokers fenced (KRaft); ZooKeeper has none
+    disconnects: int = 0  # times the metadata connection was lost
+    session_expirations: int = 0  # times the broker's session (registration) expired
+
+
+@dataclass(frozen=True, slots=True)
 class StateSample:
     partitions: list[PartitionSample]
     purgatory_delayed: dict[str, int]
@@ -87,6 +100,10 @@ class StateSample:
     open_segments: int = 0
     open_segments_capacity: int | None = None
     open_segment_evictions: int = 0
+    # The metadata backend's own state and the image's leader imbalance (None: no
+    # metadata backend yet).
+    metadata: MetadataHealth | None = None
+    preferred_replica_imbalance: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +287,8 @@ class _StateCollector:
                 "kafkernel_offline_partitions", "Partitions of the cluster without a "
                 "reachable leader, as this broker's cluster image has them (Kafka's "
                 "OfflinePartitionsCount).", value=state.offline_partitions)
+        if state.metadata is not None:
+            yield from _metadata_families(state.metadata, state.preferred_replica_imbalance)
         total = GaugeMetricFamily("kafkernel_log_dir_total_bytes", "Size of the file "
                                   "system a log directory is on.", labels=["log_dir"])
         usable = GaugeMetricFamily("kafkernel_log_dir_usable_bytes", "Bytes an "
@@ -280,6 +299,36 @@ class _StateCollector:
             usable.add_metric([d.path], d.usable_bytes)
         yield total
         yield usable
+
+
+def _metadata_families(health: MetadataHealth, imbalance: int) -> Iterator[Any]:
+    """The controller's gauges (Kafka's kafka.controller:type=KafkaController) and the
+    metadata connection's (Kafka's ZooKeeper-era SessionExpireListener)."""
+    yield GaugeMetricFamily(
+        "kafkernel_metadata_connected", "1 while the broker's metadata connection (its "
+        "ZooKeeper session, or the controller quorum) is up, 0 while it is lost: metadata "
+        "changes wait, admin requests that need one answer REQUEST_TIMED_OUT.",
+        value=int(health.connected))
+    yield CounterMetricFamily(
+        "kafkernel_metadata_disconnects", "Times the metadata connection was lost "
+        "(Kafka's ZooKeeperDisconnectsPerSec).", value=health.disconnects)
+    yield CounterMetricFamily(
+        "kafkernel_metadata_session_expirations", "Times the broker's metadata session "
+        "expired, its registration with it (Kafka's ZooKeeperExpiresPerSec).",
+        value=health.session_expirations)
+    yield GaugeMetricFamily(
+        "kafkernel_active_controller_count", "1 on the cluster's active controller, 0 "
+        "elsewhere: a cluster sums to 1 (Kafka's ActiveControllerCount).",
+        value=int(health.active_controller))
+    yield GaugeMetricFamily(
+        "kafkernel_fenced_brokers", "Registered brokers the controller fenced, as this "
+        "broker knows them (Kafka's FencedBrokerCount); always 0 on ZooKeeper, where a "
+        "broker without a session is not registered.", value=health.fenced_brokers)
+    # Every broker sees the same image: a cluster takes the max, not the sum.
+    yield GaugeMetricFamily(
+        "kafkernel_preferred_replica_imbalance", "Partitions of the cluster led by a "
+        "replica other than their preferred (first) one, as this broker's cluster image "
+        "has them (Kafka's PreferredReplicaImbalanceCount).", value=imbalance)
 
 
 class BrokerMetrics:

@@ -180,6 +180,19 @@ def after_broker_change(leader: int, isr: Sequence[int], replicas: Sequence[int]
 ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
 
 
+def election_partition(image: ClusterImage, topic: str, partition: int) -> PartitionState:
+    """The partition an ElectLeaders names; UNKNOWN_TOPIC_OR_PARTITION in the words of
+    Kafka's ReplicationControlManager.electLeader when the image lacks it."""
+    t = image.topics.get(topic)
+    if t is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"No such topic as {topic}")
+    state = t.partitions.get(partition)
+    if state is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                         f"No such partition as {topic}-{partition}")
+    return state
+
+
 def requested_election(state: PartitionState, election_type: ElectionType,
                        live: Collection[int]) -> tuple[int, tuple[int, ...]]:
     """The (leader, ISR) an ElectLeaders request gives the partition; raises
@@ -203,6 +216,51 @@ def requested_election(state: PartitionState, election_type: ElectionType,
                          f"Failed to elect leader for partition {state.partition}: no "
                          f"replica of {list(state.replicas)} is live.")
     return elected
+
+
+# Preferred-leader rebalance (auto.leader.rebalance.enable): which partitions the
+# controller's periodic check moves back to their preferred replica.
+
+def imbalanced_partitions(partitions: Mapping[tuple[str, int], PartitionState]
+                          ) -> list[tuple[str, int]]:
+    """Partitions led by a replica other than their preferred one (the first replica),
+    leaderless ones included: Kafka's PreferredReplicaImbalanceCount counts these."""
+    return [tp for tp, p in partitions.items()
+            if p.replicas and p.leader != p.replicas[0]]
+
+
+def preferred_replica_imbalance(image: ClusterImage) -> int:
+    """Kafka's controller metric PreferredReplicaImbalanceCount over the image."""
+    return len(imbalanced_partitions(
+        {(t.name, p.partition): p for t in image.topics.values()
+         for p in t.partitions.values()}))
+
+
+def auto_rebalance_elections(partitions: Mapping[tuple[str, int], PartitionState],
+                             live: Collection[int], *, imbalance_percentage: int | None,
+                             ) -> list[tuple[str, int]]:
+    """The partitions whose preferred replica the periodic check elects.
+
+    ``imbalance_percentage`` (leader.imbalance.per.broker.percentage), as Kafka's
+    ZooKeeper-era checkAndTriggerAutoLeaderRebalance: per preferred broker, the ratio of
+    its partitions that another broker leads; only a broker above the percentage gets
+    its partitions back. None, as KRaft's maybeBalancePartitionLeaders: every
+    imbalanced partition. Either way only where the preferred replica is live and in
+    the ISR (Kafka's canPreferredReplicaBeLeader), sorted. Topics being deleted are
+    the caller's to leave out."""
+    by_preferred: dict[int, list[tuple[str, int]]] = {}
+    for tp, p in partitions.items():
+        if p.replicas:
+            by_preferred.setdefault(p.replicas[0], []).append(tp)
+    elect: list[tuple[str, int]] = []
+    for preferred, tps in by_preferred.items():
+        led_elsewhere = [tp for tp in tps if partitions[tp].leader != preferred]
+        if imbalance_percentage is not None and \
+                len(led_elsewhere) / len(tps) <= imbalance_percentage / 100:
+            continue
+        elect.extend(tp for tp in led_elsewhere
+                     if preferred in live and preferred in partitions[tp].isr)
+    return sorted(elect)
 
 
 # Reassignments (KIP-455), checked as Kafka's controller checks them.

@@ -25,7 +25,12 @@ from typing import Any
 
 from kernel import handlers
 from kernel.client_quotas import QuotaEntity, QuotaValues
-from kernel.cluster import BrokerEndpoint, BrokerRegistration, ClusterImage, MetadataBackend
+from kernel.cluster import (
+    BrokerEndpoint,
+    BrokerRegistration,
+    ClusterImage,
+    MetadataBackend,
+)
 from kernel.config import (
     INT_MAX,
     BrokerConfig,
@@ -53,6 +58,7 @@ from kernel.metrics import (
     CleanerSample,
     FetchSessionSample,
     LogDirSample,
+    MetadataHealth,
     PartitionSample,
     StateSample,
 )
@@ -73,6 +79,7 @@ from kernel.protocol.client import BrokerConnectionError
 from kernel.purgatory import Purgatory, Timer
 from kernel.replica.fetcher import ReplicaFetcherManager
 from kernel.replica.manager import ReplicaManager
+from kernel.replication_control import preferred_replica_imbalance
 from kernel.routing import BROKER, CONTROLLER, Routes, RouteTable, RoutingError
 from kernel.sasl import SaslError, SaslMechanisms
 from kernel.services import PartitionView, PartitionWriter, TxnMarker, TxnMarkerResult
@@ -571,6 +578,9 @@ class Broker:
             open_segments=len(self.logs.open_segments),
             open_segments_capacity=self.logs.open_segments.capacity,
             open_segment_evictions=self.logs.open_segments.evictions,
+            metadata=_metadata_health(metadata) if metadata else None,
+            preferred_replica_imbalance=(
+                preferred_replica_imbalance(metadata.image) if metadata else 0),
         )
 
     def _high_watermark_of(self, log: Any) -> int | None:
@@ -618,6 +628,12 @@ class Broker:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+
+def _metadata_health(metadata: MetadataBackend) -> MetadataHealth:
+    """The backend's own report; one without ``metadata_health`` is a lone controller."""
+    report = getattr(metadata, "metadata_health", None)
+    return report() if report is not None else MetadataHealth()
 
 
 def per_ip_overrides(cfg: BrokerConfig) -> dict[str, int]:

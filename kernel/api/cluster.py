@@ -37,6 +37,7 @@ from kernel.cluster import (
     is_internal_topic,
     topic_name_problem,
 )
+from kernel.metrics import MetadataHealth
 
 __all__ = [
     "CLIENT_ID",
@@ -59,6 +60,7 @@ __all__ = [
     "ElectionType",
     "ImageListener",
     "MetadataBackend",
+    "MetadataHealth",
     "NewTopic",
     "PartitionOutcome",
     "PartitionState",

@@ -208,6 +208,22 @@ class BrokerConfig(KRaftConfig):
         "replica.socket.timeout.ms", 30000, "How long a follower waits for a fetch's answer "
         "before reconnecting.", check=int_at_least(1),
     )
+    # The controller's preferred-leader rebalance (both metadata plugins).
+    auto_leader_rebalance_enable: bool = setting(
+        "auto.leader.rebalance.enable", True, "The controller moves leadership back to "
+        "each partition's preferred replica (its first) every "
+        "leader.imbalance.check.interval.seconds, where that replica is live and in the ISR.",
+    )
+    leader_imbalance_check_interval_seconds: int = setting(
+        "leader.imbalance.check.interval.seconds", 300, "How often the controller checks "
+        "the leaders' balance.", check=int_at_least(1),
+    )
+    leader_imbalance_per_broker_percentage: int = setting(
+        "leader.imbalance.per.broker.percentage", 10, "Share of a broker's preferred "
+        "partitions (in percent) that others may lead before metadata_zk's controller "
+        "rebalances them (Kafka's KRaft controller, like metadata_kraft, rebalances any "
+        "imbalance).", check=between(-INT_MAX - 1, INT_MAX),  # Kafka's INT, no validator
+    )
     # Replication quotas (KIP-73, kernel/replica/replication_quota.py): the rates bound
     # the replicas each topic's {leader,follower}.replication.throttled.replicas names.
     leader_replication_throttled_rate: int = setting(

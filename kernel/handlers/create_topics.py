@@ -203,7 +203,13 @@ async def _create(ctx: RequestContext, outcomes: list[_Outcome]) -> None:
     try:
         # One metadata write for the whole request; the backend creates all or none.
         created = await backend.create_topics([o.new_topic for o in outcomes if o.new_topic])
-    except KafkaError:
+    except KafkaError as e:
+        if e.error_code == ErrorCode.request_timed_out:
+            # The metadata store is out of reach: every topic gets that answer at once
+            # (one by one, each would wait its own timeout, long after the client).
+            for o in outcomes:
+                o.error, o.message = e.error_code, e.message
+            return
         # Someone else got in between (or one topic is bad): retry one by one so that
         # each topic gets its own answer.
         for o in outcomes:

@@ -42,6 +42,7 @@ from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
+    election_partition,
     initial_state,
     new_topic_assignment,
     reassignment,
@@ -556,11 +557,8 @@ class KRaftMetadataBackend:
         results: dict[TopicPartition, PartitionOutcome] = {}
         records: list[Message] = []
         for topic, partition in dict.fromkeys(partitions):
-            state = image.partition(topic, partition)
             try:
-                if state is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                                     f"No such partition as {topic}-{partition}")
+                state = election_partition(image, topic, partition)
                 leader, isr = requested_election(state, election_type, image.brokers)
             except KafkaError as e:
                 results[(topic, partition)] = PartitionOutcome.of(e)

@@ -21,6 +21,7 @@ from kernel.api.config import ConfigError, ConfigSchema, StartupError, int_at_le
 from kernel.api.hooks import hookimpl
 
 from .backend import BrokerIdInUse, ZkMetadataBackend, ZkUnreachable
+from .controller import Rebalance
 from .properties import MetaPropertiesMismatch
 
 if TYPE_CHECKING:
@@ -105,7 +106,10 @@ def _backend(broker: PluginServices, settings: ZkSettings) -> ZkMetadataBackend:
         broker.config.broker_id, registration, new_cluster_id=new_cluster_id,
         log_dirs=[Path(d) for d in broker.config.log_dirs], logger=broker.log, source=source,
         # The effective (dynamic) broker default, read when the controller elects.
-        unclean_default=lambda: broker.config.unclean_leader_election_enable)
+        unclean_default=lambda: broker.config.unclean_leader_election_enable,
+        rebalance=Rebalance(broker.config.auto_leader_rebalance_enable,
+                            broker.config.leader_imbalance_check_interval_seconds,
+                            broker.config.leader_imbalance_per_broker_percentage))
 
 
 class _StartupErrors(ZkMetadataBackend):

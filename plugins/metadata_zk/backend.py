@@ -24,12 +24,8 @@ from typing import Any, TypeVar
 import structlog
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    KazooException,
     NodeExistsError,
     NoNodeError,
-    SessionExpiredError,
 )
 
 from kernel.api.cluster import (
@@ -39,6 +35,7 @@ from kernel.api.cluster import (
     ClusterImage,
     ElectionType,
     ImageListener,
+    MetadataHealth,
     NewTopic,
     PartitionOutcome,
     PartitionState,
@@ -52,6 +49,7 @@ from kernel.api.controller import (
     NewTopicNames,
     added_partitions_assignment,
     check_alter_partition,
+    election_partition,
     new_topic_assignment,
     reassignment,
     requested_election,
@@ -60,11 +58,12 @@ from kernel.api.controller import (
 from kernel.api.errors import ErrorCode, KafkaError
 
 from .cache import ZnodeCache
-from .controller import ELECTION_PATHS, ZkController
+from .connection import ZkConnection
+from .controller import ELECTION_PATHS, Rebalance, ZkController
 from .properties import check_meta_properties
 from .quotas import entity_path, quota_text, quota_values
-from .watcher import CHANGE_TIMEOUT_S, ZkWatcher, retrieve_result
-from .zkclient import ZkClient, ZkUnreachable, is_connected, is_lost
+from .watcher import ZkWatcher, retrieve_result
+from .zkclient import KazooState, ZkClient, ZkUnreachable
 from .znodes import (
     ACL_PATHS,
     CLUSTER_ID,
@@ -129,13 +128,16 @@ class ZkMetadataBackend:
         its ``meta.properties``.
     :param unclean_default: the broker's ``unclean.leader.election.enable`` now, for
         topics that do not set it (read when this broker is the controller).
+    :param rebalance: auto.leader.rebalance.enable and leader.imbalance.*, for the
+        controller.
     """
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int,
                  broker_id: int, registration: BrokerRegistration, *,
                  new_cluster_id: Callable[[], str], log_dirs: Sequence[Path] = (),
                  logger: Any = None, rng: random.Random | None = None,
-                 unclean_default: Callable[[], bool] = lambda: False) -> None:
+                 unclean_default: Callable[[], bool] = lambda: False,
+                 rebalance: Rebalance | None = None) -> None:
         self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_zk")
         self._zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms,
                             on_state=self._on_session_state, logger=self._log)
@@ -150,13 +152,17 @@ class ZkMetadataBackend:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
         self._stopping = False
+        self._connection = ZkConnection(self._zk, self._log)
+        self._write = self._connection.write
         # The watcher alone writes the cache; the controller and the writes read it.
         self._cache = ZnodeCache()
         self._controller = ZkController(
             self._zk, self._cache, broker_id, is_registered=lambda: self._registered,
-            logger=self._log, unclean_default=unclean_default)
+            logger=self._log, unclean_default=unclean_default,
+            rebalance=rebalance or Rebalance())
         self._watcher = ZkWatcher(self._zk, self._cache, self._controller, self._log)
         self._until = self._watcher.until  # a write returns once its change shows
+        self._watcher.add_listener(self._delete_landed)
 
     # -- reading ------------------------------------------------------------------
 
@@ -171,6 +177,10 @@ class ZkMetadataBackend:
     @property
     def is_controller(self) -> bool:
         return self._controller.active
+
+    def metadata_health(self) -> MetadataHealth:
+        return self._connection.health(started=self._started,
+                                       active_controller=self._controller.active)
 
     def add_listener(self, listener: ImageListener) -> None:
         self._watcher.add_listener(listener)
@@ -194,6 +204,7 @@ class ZkMetadataBackend:
         if self._started:
             raise RuntimeError("metadata backend already started")
         await self._zk.start()
+        self._connection.started()
         self._cluster_id = await self._zk.call(self._prepare_paths)
         await asyncio.get_running_loop().run_in_executor(
             None, check_meta_properties, self._log_dirs, self._broker_id, self._cluster_id)
@@ -261,14 +272,13 @@ class ZkMetadataBackend:
     def _on_session_state(self, state: str) -> None:
         if self._stopping:
             return
-        if is_lost(state):
+        self._connection.changed(state, self._broker_id)
+        if state == KazooState.LOST:
             # The ephemeral registration and /controller went with the session: kazoo
             # opens a new one, then this broker registers and contends again.
-            self._log.warning("ZooKeeper session expired; registering again once "
-                              "reconnected", broker_id=self._broker_id)
             self._registered = False
             self._controller.session_lost()
-        elif is_connected(state) and self._started and not self._registered:
+        elif state == KazooState.CONNECTED and self._started and not self._registered:
             self._spawn(self._reregister())
 
     async def _reregister(self) -> None:
@@ -320,23 +330,6 @@ class ZkMetadataBackend:
         entity_type, _, entity = path.partition("/")
         self._write_configs(entity_type, entity, configs)
 
-    # -- writing ----------------------------------------------------------------------
-
-    async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """A change a client asked for, on the ZooKeeper thread: ZooKeeper out of reach
-        answers REQUEST_TIMED_OUT (as Kafka's requests do then), not a server error."""
-        try:
-            return await asyncio.wait_for(self._zk.call(fn, *args, **kwargs), CHANGE_TIMEOUT_S)
-        except TimeoutError:
-            raise KafkaError(ErrorCode.request_timed_out,
-                             "ZooKeeper did not answer in time.") from None
-        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError) as e:
-            raise KafkaError(ErrorCode.request_timed_out,
-                             f"ZooKeeper is not reachable: {type(e).__name__}.") from None
-        except KazooException as e:
-            raise KafkaError(ErrorCode.unknown_server_error,
-                             f"ZooKeeper refused the change: {type(e).__name__}.") from None
-
     # -- topics -----------------------------------------------------------------------
 
     async def create_topics(self, topics: list[NewTopic]) -> list[TopicImage]:
@@ -345,6 +338,8 @@ class ZkMetadataBackend:
         writes: list[tuple[str, uuid.UUID, dict[int, tuple[int, ...]], Mapping[str, str]]] = []
         for topic in topics:
             name = topic.name
+            if self._connection.adopt(name, image):
+                continue
             if name in self._cache.topics:
                 raise KafkaError(ErrorCode.topic_already_exists,
                                  f"Topic '{name}' already exists.")
@@ -354,15 +349,26 @@ class ZkMetadataBackend:
             names.check(name)
             assignment = new_topic_assignment(topic, image, self._rng)
             writes.append((name, uuid.uuid4(), dict(enumerate(assignment)), topic.configs))
-        if not writes:
-            return []
-        await self._write(self._write_topics, writes)
+        if writes:
+            await self._create_or_abandon(writes)
+        return [self.image.topics[t.name] for t in topics]
+
+    async def _create_or_abandon(
+            self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
+                                         Mapping[str, str]]]) -> None:
+        """Write the topics and wait for the controller; a CreateTopics answered with
+        an error does not create its topics later (connection.py)."""
+        await self._connection.create(lambda: self._write_topics(writes),
+                                      [(name, tid) for name, tid, _, _ in writes])
         expected = {name: (topic_id, len(a)) for name, topic_id, a, _ in writes}
         await self._until(lambda: all(
             (t := self.image.topics.get(name)) is not None and t.topic_id == tid
             and len(t.partitions) == n for name, (tid, n) in expected.items()),
             "the controller to create the topics' partitions")
-        return [self.image.topics[t.name] for t in topics]
+
+    def _delete_landed(self, _: ClusterImage, image: ClusterImage) -> None:
+        for name in self._connection.landed(image):
+            self._spawn(self._write(self._zk.create_if_absent, delete_topic_path(name)))
 
     def _write_topics(self, writes: Sequence[tuple[str, uuid.UUID, dict[int, tuple[int, ...]],
                                                    Mapping[str, str]]]) -> None:
@@ -614,14 +620,11 @@ class ZkMetadataBackend:
         results: dict[TopicPartition, PartitionOutcome] = {}
         expected: dict[TopicPartition, int] = {}
         for tp in dict.fromkeys(partitions):
-            state = image.partition(*tp)
             try:
                 if tp[0] in self._cache.deletions:
                     raise KafkaError(ErrorCode.invalid_topic_exception,
                                      "The topic is being deleted")
-                if state is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                                     "The partition does not exist.")
+                state = election_partition(image, *tp)
                 expected[tp] = requested_election(state, election_type, live)[0]
             except KafkaError as e:
                 results[tp] = PartitionOutcome.of(e)

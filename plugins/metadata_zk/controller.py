@@ -30,6 +30,11 @@ reads the cache and writes znodes:
   znode gets the targets as the partition's replicas, its adding/removing cleared.
   (Kafka's phase A epoch bump is not needed: brokers follow the image, which names
   the new replicas as soon as the reassignment is written.)
+- with auto.leader.rebalance.enable, every leader.imbalance.check.interval.seconds
+  (the first check 5 s after the election, as Kafka's onControllerFailover schedules
+  it), partitions led away from their preferred replica get it back where
+  kernel/replication_control.py's rule (Kafka's checkAndTriggerAutoLeaderRebalance,
+  leader.imbalance.per.broker.percentage) says so.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
@@ -44,6 +50,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kernel.api.cluster import NO_LEADER, ElectionType, PartitionState
 from kernel.api.controller import (
     after_broker_change,
+    auto_rebalance_elections,
     completed_reassignment,
     initial_state,
     requested_election,
@@ -78,10 +85,22 @@ INITIAL_CONTROLLER_EPOCH = 0
 ELECTION_PATHS = {ElectionType.PREFERRED: PREFERRED_REPLICA_ELECTION,
                   ElectionType.UNCLEAN: UNCLEAN_LEADER_ELECTION}
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
+# Kafka's KafkaController schedules the first rebalance check this long after it is
+# elected, then every leader.imbalance.check.interval.seconds.
+FIRST_REBALANCE_CHECK_S = 5.0
 
 # ("create_state", topic, partition, state) | ("set", path, data, version)
 # | ("delete", path) | ("delete", path, version)
 Op = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    """auto.leader.rebalance.enable and Kafka's leader.imbalance.* settings."""
+
+    enable: bool = True
+    check_interval_s: float = 300.0
+    per_broker_percentage: int = 10
 
 
 class ZkController:
@@ -89,8 +108,12 @@ class ZkController:
 
     def __init__(self, zk: ZkClient, cache: ZnodeCache, broker_id: int, *,
                  is_registered: Callable[[], bool], logger: Any,
-                 unclean_default: Callable[[], bool] = lambda: False) -> None:
+                 unclean_default: Callable[[], bool] = lambda: False,
+                 rebalance: Rebalance = Rebalance()) -> None:
         self._zk = zk
+        self._rebalance = rebalance
+        self._rebalance_timer: asyncio.Task[None] | None = None
+        self._rebalance_due = False
         self._unclean_default = unclean_default
         self._cache = cache
         self._broker_id = broker_id
@@ -143,7 +166,11 @@ class ZkController:
                 if not self.active:
                     await self._elect()
                 if self.active:
+                    self._start_rebalance_timer()
                     await self._reconcile()
+                if self.active and self._rebalance_due:
+                    self._rebalance_due = False
+                    await self._rebalance_leaders()
             except Exception as e:
                 if self._stopped:
                     return
@@ -185,9 +212,61 @@ class ZkController:
     async def stop(self) -> None:
         self._stopped = True
         self.active = False
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, self._rebalance_timer):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    # -- preferred-leader rebalance ---------------------------------------------------
+
+    def _start_rebalance_timer(self) -> None:
+        if not self._rebalance.enable or (
+                self._rebalance_timer is not None and not self._rebalance_timer.done()):
+            return
+        self._rebalance_timer = asyncio.ensure_future(self._rebalance_checks())
+
+    async def _rebalance_checks(self) -> None:
+        """Ask for a check now and then while this broker stays controller; a later
+        election starts a new timer."""
+        delay = min(FIRST_REBALANCE_CHECK_S, self._rebalance.check_interval_s)
+        while True:
+            await asyncio.sleep(delay)
+            if not self.active or self._stopped:
+                return
+            self._rebalance_due = True
+            self._schedule()
+            delay = self._rebalance.check_interval_s
+
+    async def _rebalance_leaders(self) -> None:
+        cache = self._cache
+        partitions: dict[tuple[str, int], PartitionState] = {}
+        versions: dict[tuple[str, int], LeaderAndIsr] = {}
+        for name, topic in cache.topics.items():
+            if name in cache.deletions or topic.assignment is None:
+                continue
+            for partition, state in topic.states.items():
+                replicas = topic.assignment.partitions.get(partition)
+                if replicas:
+                    partitions[(name, partition)] = PartitionState(
+                        partition, replicas, state.isr, state.leader)
+                    versions[(name, partition)] = state
+        live = set(cache.brokers)
+        if self._is_registered():
+            live.add(self._broker_id)
+        elect = auto_rebalance_elections(
+            partitions, live, imbalance_percentage=self._rebalance.per_broker_percentage)
+        if not elect:
+            return
+        self._log.info("auto leader rebalance: electing preferred leaders",
+                       partitions=len(elect),
+                       brokers=sorted({partitions[tp].replicas[0] for tp in elect}))
+        ops: list[Op] = []
+        for tp in elect:
+            state, preferred = versions[tp], partitions[tp].replicas[0]
+            ops.append(("set", partition_state_path(*tp), encode_partition_state(
+                LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr, self.epoch)),
+                state.zk_version))
+        await self._commit_fenced(lambda: ops)
 
     # -- duties ---------------------------------------------------------------------
 

@@ -209,10 +209,3 @@ def _quiet_kazoo_logger() -> logging.Logger:
     logger.setLevel(logging.CRITICAL)
     return logger
 
-
-def is_lost(state: str) -> bool:
-    return state == KazooState.LOST
-
-
-def is_connected(state: str) -> bool:
-    return state == KazooState.CONNECTED

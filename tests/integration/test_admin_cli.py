@@ -328,3 +328,49 @@ def test_users_and_acls_over_sasl(broker_factory: Callable[..., EmbeddedBroker],
     assert denied.code == 1
     no_resource = run("acl", "add", "--principal", "User:x", "--operation", "read")
     assert no_resource.code == 1 and "name a resource" in no_resource.err
+
+
+def test_elect_leaders_in_the_words_of_kafkas_tool(bootstrap: str, tmp_path: Path) -> None:
+    """kafka-leader-election's lines and exit status, on the single-node KRaft broker
+    (tests/zk/test_zk_ops.py runs a successful election on ZooKeeper)."""
+    assert kafkernel(bootstrap, "topic", "create", "elect", "--partitions", "2").code == 0
+    ran = kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type", "preferred",
+                    "--topic", "elect", "--partition", "0")
+    assert (ran.code, ran.out) == (0, "Valid replica already elected for partitions elect-0\n")
+    selection = tmp_path / "election.json"
+    selection.write_text('{"partitions": [{"topic": "elect", "partition": 1},'
+                         ' {"topic": "elect", "partition": 0}]}')
+    ran = kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type", "UNCLEAN",
+                    "--path-to-json-file", str(selection))
+    assert ran.out == "Valid replica already elected for partitions elect-0, elect-1\n"
+    assert kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type", "preferred",
+                     "--path-to-json-file", str(selection), "-o", "json").json() == {
+        "succeeded": [], "noop": ["elect-0", "elect-1"], "failed": {}}
+    # Every partition: Kafka's controller leaves out those that need no election.
+    ran = kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type", "preferred",
+                    "--all-topic-partitions")
+    assert (ran.code, ran.out, ran.err) == (0, "", "")
+    ran = kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type", "preferred",
+                    "--topic", "missing", "--partition", "0")
+    assert ran.code == 1
+    assert ran.out.startswith(
+        "Error completing leader election (PREFERRED) for partition: missing-0: "
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: ")
+    assert ran.err == "kafkernel: 1 replica(s) could not be elected\n"
+    for argv, error in [
+        (["--topic", "elect"], "Missing required option(s): partition"),
+        (["--partition", "0", "--all-topic-partitions"],
+         "Option partition is only allowed if topic is used"),
+        (["--topic", "elect", "--partition", "0", "--all-topic-partitions"],
+         "One and only one of the following options is required: topic, "
+         "all-topic-partitions, path-to-json-file"),
+    ]:
+        ran = kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type",
+                        "preferred", *argv)
+        assert (ran.code, ran.err) == (1, f"kafkernel: {error}\n"), argv
+    selection.write_text('{"partitions": [{"topic": "elect", "partition": 0},'
+                         ' {"topic": "elect", "partition": 0}]}')
+    ran = kafkernel(bootstrap, "cluster", "elect-leaders", "--election-type", "preferred",
+                    "--path-to-json-file", str(selection))
+    assert ran.err == ("kafkernel: Replica election data contains duplicate partitions: "
+                       "elect-0\n")

@@ -77,6 +77,12 @@ def workload(bootstrap: str, topic: str, group: str, lines: Path) -> dict[str, A
         assert time.monotonic() < deadline, "the fourth partition within 20 s"
         time.sleep(0.2)
     seen["described after"] = describe_topic()
+    for i, how in enumerate((["--topic", topic, "--partition", "0"],
+                             ["--all-topic-partitions"],
+                             ["--topic", "missing-x", "--partition", "0"],
+                             ["--topic", topic, "--partition", "9"])):
+        ran = run("cluster", "elect-leaders", "--election-type", "preferred", *how)
+        seen[f"elect-leaders {i}"] = (ran.code, ran.out.replace(topic, "NAME"), ran.err)
 
     member = member_with_commits(bootstrap, group, topic, {0: 2, 1: 5})
     try:

@@ -24,10 +24,12 @@ from kernel.replication_control import (
     NewTopicNames,
     added_partitions_assignment,
     after_broker_change,
+    auto_rebalance_elections,
     check_alter_partition,
     completed_reassignment,
     initial_state,
     new_topic_assignment,
+    preferred_replica_imbalance,
     topics_to_delete,
 )
 
@@ -187,3 +189,54 @@ def test_deleting_topics_names_each_once_with_its_id() -> None:
         topics_to_delete(cluster, ["orders", "missing"])
     assert refused.value.error_code == ErrorCode.unknown_topic_or_partition
     assert "Topic 'missing' does not exist." in str(refused.value)
+
+
+def _led(leaders: list[int], preferred: int = 1, isr: tuple[int, ...] = (1, 2, 3),
+         ) -> dict[tuple[str, int], PartitionState]:
+    """Partitions of topic t that ``preferred`` should lead, led by ``leaders``."""
+    others = tuple(b for b in (1, 2, 3) if b != preferred)
+    return {("t", i): PartitionState(i, (preferred, *others), isr, leader)
+            for i, leader in enumerate(leaders)}
+
+
+def test_rebalance_waits_until_a_broker_is_over_the_imbalance_percentage() -> None:
+    # Kafka's ZooKeeper-era rule: 1 of 10 led elsewhere is 10%, not above 10%.
+    partitions = _led([1] * 9 + [2])
+    assert auto_rebalance_elections(partitions, {1, 2, 3}, imbalance_percentage=10) == []
+    partitions = _led([1] * 8 + [2, 3])
+    assert auto_rebalance_elections(partitions, {1, 2, 3}, imbalance_percentage=10) == [
+        ("t", 8), ("t", 9)]
+    # KRaft's rule (no percentage): every imbalanced partition.
+    assert auto_rebalance_elections(_led([1] * 9 + [2]), {1, 2, 3},
+                                    imbalance_percentage=None) == [("t", 9)]
+
+
+def test_rebalance_needs_the_preferred_replica_live_and_in_the_isr() -> None:
+    partitions = _led([2, 2])
+    assert auto_rebalance_elections(partitions, {2, 3}, imbalance_percentage=10) == []
+    out_of_isr = _led([2, 2], isr=(2, 3))
+    assert auto_rebalance_elections(out_of_isr, {1, 2, 3}, imbalance_percentage=10) == []
+    # A leaderless partition whose preferred replica is back and in the ISR counts.
+    assert auto_rebalance_elections(_led([NO_LEADER]), {1, 2, 3},
+                                    imbalance_percentage=10) == [("t", 0)]
+
+
+def test_rebalance_ratio_is_per_preferred_broker() -> None:
+    # Broker 1 prefers 4 partitions and leads them all; broker 2 prefers 2, leads none.
+    partitions = {**_led([1, 1, 1, 1]),
+                  **{("u", i): PartitionState(i, (2, 1, 3), (1, 2, 3), 1) for i in (0, 1)}}
+    assert auto_rebalance_elections(partitions, {1, 2, 3}, imbalance_percentage=10) == [
+        ("u", 0), ("u", 1)]
+    assert auto_rebalance_elections(partitions, {1, 2, 3}, imbalance_percentage=100) == []
+
+
+def test_preferred_replica_imbalance_counts_partitions_not_led_by_their_first_replica(
+) -> None:
+    img = image()
+    assert preferred_replica_imbalance(img) == 0
+    topic = TopicImage("moved", uuid.uuid4(), MappingProxyType({
+        0: PartitionState(0, (1, 2), (1, 2), 2), 1: PartitionState(1, (2, 1), (1,), NO_LEADER),
+        2: PartitionState(2, (2, 1), (2, 1), 2)}))
+    img = ClusterImage(img.cluster_id, img.controller_id, img.brokers,
+                       {**img.topics, "moved": topic}, img.topics_by_id)
+    assert preferred_replica_imbalance(img) == 2
