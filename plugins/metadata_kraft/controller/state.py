@@ -10,7 +10,9 @@ from typing import Generic, TypeVar
 from kernel.api.cluster import ClusterImage
 
 from ..image import MetadataDelta, RegisteredBroker
-from ..records.schema import Message
+from ..log import versioned
+from ..records.schema import BrokerRegistrationChangeRecord, Message
+from ..records.serde import ApiMessageAndVersion
 
 R = TypeVar("R")
 
@@ -58,3 +60,16 @@ class ControllerResult(Generic[R]):
 
     records: tuple[Message, ...]
     response: R
+
+
+def as_written(record: Message) -> ApiMessageAndVersion:
+    """The record at the version Kafka 4.3.1's controller writes it:
+    BrokerRegistrationChangeRecord at the lowest version holding its change (v0
+    fencing, v1 controlled shutdown, v2 log dirs, v3 cordoned dirs: handleBrokerFenced,
+    handleBrokerInControlledShutdown, handleDirectoriesOffline,
+    handleDirectoriesCordoned), every other record at its highest (``log.versioned``)."""
+    if isinstance(record, BrokerRegistrationChangeRecord):
+        version = 3 if record.cordoned_log_dirs is not None else 2 if record.log_dirs \
+            else 1 if record.in_controlled_shutdown else 0
+        return ApiMessageAndVersion(record, version)
+    return versioned(record)

@@ -17,7 +17,7 @@ from kernel.protocol.errors import ErrorCode
 from plugins.metadata_kraft.controller.alter_partition import alter_partition
 from plugins.metadata_kraft.controller.cluster_control import ClusterControl
 from plugins.metadata_kraft.controller.producer_ids import allocate_producer_ids
-from plugins.metadata_kraft.controller.state import ControllerState
+from plugins.metadata_kraft.controller.state import ControllerState, as_written
 from plugins.metadata_kraft.image import MetadataDelta, empty_image
 from plugins.metadata_kraft.records.schema import (
     BrokerRegistrationChangeRecord,
@@ -337,3 +337,28 @@ def test_alter_partition() -> None:
     c.beat(heartbeat(2, e[2], c.offset, want_fence=True))
     assert code(_alter(c, ((1, e[1]), (2, e[2]), (3, e[3])), partition_epoch=1)) == \
         ErrorCode.ineligible_replica
+
+
+def test_first_v2_heartbeat_records_cordoned_dirs_once() -> None:
+    c = Controller()
+    epoch = c.register(1).response.broker_epoch
+    request = BrokerHeartbeatRequest(broker_id=i32(1), broker_epoch=i64(epoch),
+                                     current_metadata_offset=i64(c.offset), want_fence=False,
+                                     want_shut_down=False, cordoned_log_dirs=())
+    result = c.beat(request)
+    # Kafka 4.3.1's log: the unfence (v0), then cordonedLogDirs [] over the null (v3).
+    assert result.records == (
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch, fenced=-1),
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch,
+                                       cordoned_log_dirs=()))
+    assert [as_written(r).version for r in result.records] == [0, 3]
+    assert c.state.registrations[1].cordoned_log_dirs == ()
+    assert c.beat(request).records == ()
+
+
+def test_record_versions_as_kafka_writes_them() -> None:
+    c = Controller()
+    (register,) = c.register(1).records
+    assert as_written(register).version == 4
+    assert as_written(BrokerRegistrationChangeRecord(
+        broker_id=1, broker_epoch=10, in_controlled_shutdown=1)).version == 1
