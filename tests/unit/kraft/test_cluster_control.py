@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.broker_heartbeat.v2.request import BrokerHeartbeatRequest
@@ -19,6 +20,7 @@ from plugins.metadata_kraft.controller.cluster_control import ClusterControl
 from plugins.metadata_kraft.controller.producer_ids import allocate_producer_ids
 from plugins.metadata_kraft.controller.state import ControllerState, as_written
 from plugins.metadata_kraft.image import MetadataDelta, empty_image
+from plugins.metadata_kraft.log import MetadataLogError
 from plugins.metadata_kraft.records.schema import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
@@ -362,3 +364,16 @@ def test_record_versions_as_kafka_writes_them() -> None:
     assert as_written(register).version == 4
     assert as_written(BrokerRegistrationChangeRecord(
         broker_id=1, broker_epoch=10, in_controlled_shutdown=1)).version == 1
+
+
+def test_replay_refuses_changes_of_unknown_or_other_registrations() -> None:
+    c = Controller()
+    c.register(1)
+    epoch = c.state.registrations[1].epoch
+    for record in (BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch + 1,
+                                                  fenced=-1),
+                   BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=epoch, fenced=-1),
+                   UnregisterBrokerRecord(broker_id=1, broker_epoch=epoch - 1)):
+        with pytest.raises(MetadataLogError):
+            c.commit([record])
+    assert c.state.registrations[1].fenced
