@@ -9,6 +9,7 @@ before it is written, so a batch on disk is always one that replays cleanly.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import uuid
 from collections.abc import Mapping
@@ -34,10 +35,12 @@ from .records.schema import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
     BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
+    FenceBrokerRecord,
     Message,
     NoOpRecord,
     PartitionChangeRecord,
@@ -48,6 +51,8 @@ from .records.schema import (
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
 
@@ -93,6 +98,26 @@ def broker_resource_name(broker_id: int) -> str:
     return "" if broker_id == CLUSTER_DEFAULT_BROKER else str(broker_id)
 
 
+@dataclass(frozen=True, slots=True)
+class RegisteredBroker:
+    """The controller's view of one broker registration (KRaft's
+    ``org.apache.kafka.metadata.BrokerRegistration``): what the kernel's
+    ``BrokerRegistration`` leaves out. ``registered_offset`` is the offset of its latest
+    RegisterBrokerRecord (ClusterControlManager.registerBrokerRecordOffset), which the
+    broker's metadata offset must reach before it is unfenced."""
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+    features: Mapping[str, tuple[int, int]]
+    log_dirs: tuple[uuid.UUID, ...]
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None
+    rack: str | None
+    registered_offset: int
+
+
 @dataclass
 class _TopicBuilder:
     name: str
@@ -133,6 +158,7 @@ class MetadataDelta:
         scram_credentials: Mapping[tuple[str, int], ScramCredential] | None = None,
         acls: Mapping[uuid.UUID, AclBinding] | None = None,
         client_quotas: Mapping[QuotaEntity, QuotaValues] | None = None,
+        broker_registrations: Mapping[int, RegisteredBroker] | None = None,
     ) -> None:
         self._base = base
         self.next_producer_id = next_producer_id
@@ -150,6 +176,11 @@ class MetadataDelta:
             client_quotas or MappingProxyType({}))
         self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
         self._brokers: dict[int, BrokerRegistration] | None = None
+        # Broker id -> the controller's registration (KRaft's ClusterImage of
+        # BrokerRegistrations): epoch, fencing, controlled shutdown, features. Outside
+        # the ClusterImage like next_producer_id: the controller reads it.
+        self.broker_registrations: dict[int, RegisteredBroker] = dict(
+            broker_registrations or {})
         self._broker_configs: dict[int, dict[str, str]] | None = None
         self._topics: dict[uuid.UUID, _TopicBuilder] = {}
         self._removed: set[uuid.UUID] = set()
@@ -177,10 +208,26 @@ class MetadataDelta:
 
     # -- replay ---------------------------------------------------------------
 
-    def replay(self, record: Message) -> None:
+    def replay(self, record: Message, offset: int | None = None) -> None:
+        """``offset``: where the record sits in the metadata log, when known (a
+        RegisterBrokerRecord's offset is what its broker must catch up to; without it,
+        its broker epoch, which Kafka's controller sets to that offset)."""
         match record:
             case RegisterBrokerRecord():
                 self._replay_register_broker(record)
+                self._track_registration(record, offset)
+            case BrokerRegistrationChangeRecord():
+                self._replay_registration_change(
+                    record, record.broker_id, record.broker_epoch,
+                    fenced=record.fenced, in_controlled_shutdown=record.in_controlled_shutdown,
+                    cordoned_log_dirs=record.cordoned_log_dirs,
+                    log_dirs=record.log_dirs or None)
+            case FenceBrokerRecord():
+                self._replay_registration_change(record, record.id, record.epoch, fenced=1)
+            case UnfenceBrokerRecord():
+                self._replay_registration_change(record, record.id, record.epoch, fenced=-1)
+            case UnregisterBrokerRecord():
+                self._replay_unregister_broker(record)
             case TopicRecord():
                 self._replay_topic(record)
             case PartitionRecord():
@@ -260,6 +307,57 @@ class MetadataDelta:
                   for e in record.end_points),
             record.rack,
         )
+
+    def _track_registration(self, record: RegisterBrokerRecord, offset: int | None) -> None:
+        self.broker_registrations[record.broker_id] = RegisteredBroker(
+            broker_id=record.broker_id, incarnation_id=record.incarnation_id,
+            epoch=record.broker_epoch, fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
+            features=MappingProxyType({f.name: (f.min_supported_version,
+                                                f.max_supported_version)
+                                       for f in record.features}),
+            log_dirs=record.log_dirs, cordoned_log_dirs=record.cordoned_log_dirs,
+            rack=record.rack,
+            registered_offset=record.broker_epoch if offset is None else offset)
+
+    def _registration(self, record: Message, broker_id: int, epoch: int) -> RegisteredBroker:
+        # As ClusterControlManager.replay: a change of an unknown registration, or of
+        # another incarnation's epoch, is a log the controller could not have written.
+        current = self.broker_registrations.get(broker_id)
+        if current is None:
+            raise MetadataLogError(f"{type(record).__name__} for broker {broker_id}, "
+                                   "which has no registration")
+        if current.epoch != epoch:
+            raise MetadataLogError(f"{type(record).__name__} for broker {broker_id} at "
+                                   f"epoch {epoch}, but its registration has epoch "
+                                   f"{current.epoch}")
+        return current
+
+    def _replay_registration_change(
+        self, record: Message, broker_id: int, epoch: int, *, fenced: int = 0,
+        in_controlled_shutdown: int = 0,
+        cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None,
+        log_dirs: tuple[uuid.UUID, ...] | None = None,
+    ) -> None:
+        current = self._registration(record, broker_id, epoch)
+        if fenced not in (-1, 0, 1) or in_controlled_shutdown not in (0, 1):
+            raise MetadataLogError(f"{record!r}: invalid fencing or shutdown change")
+        # BrokerRegistrationFencingChange: 1 fence, -1 unfence, 0 none; controlled
+        # shutdown is only ever entered (BrokerRegistration.cloneWith).
+        now_fenced = current.fenced if fenced == 0 else fenced == 1
+        shutting_down = current.in_controlled_shutdown or in_controlled_shutdown == 1
+        self.broker_registrations[broker_id] = dataclasses.replace(
+            current, fenced=now_fenced, in_controlled_shutdown=shutting_down,
+            cordoned_log_dirs=(current.cordoned_log_dirs if cordoned_log_dirs is None
+                               else cordoned_log_dirs),
+            log_dirs=current.log_dirs if log_dirs is None else log_dirs)
+
+    def _replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
+        self._registration(record, record.broker_id, record.broker_epoch)
+        del self.broker_registrations[record.broker_id]
+        if self._brokers is None:
+            self._brokers = dict(self._base.brokers)
+        self._brokers.pop(record.broker_id, None)
 
     def _replay_topic(self, record: TopicRecord) -> None:
         if self._topic_id(record.name) is not None:
