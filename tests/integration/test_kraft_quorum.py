@@ -5,8 +5,6 @@ the leader elects another. One quorum for the module."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
