@@ -9,7 +9,9 @@ FetchSnapshot is not served yet (no snapshots), so it is not registered.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
@@ -63,6 +65,8 @@ async def _raft(node: QuorumService | None, request: Any) -> Any:
     if node is None:  # not started yet, or stopping
         raise _not_available()
     response = await node.handle(request)
+    if not isinstance(response, m.DescribeQuorumResponse):
+        return _with_leader_endpoint(node, response)
     if isinstance(response, m.DescribeQuorumResponse):
         part = response.topics[0].partitions[0] if response.topics else None
         if part is not None and part.error_code is ErrorCode.none:
@@ -72,6 +76,27 @@ async def _raft(node: QuorumService | None, request: Any) -> Any:
                     name=node.listener_name, host=host, port=i32(port)),))
                 for voter, (host, port) in sorted(node.voters().items())))
     return response
+
+
+def _with_leader_endpoint(node: QuorumService, response: Any) -> Any:
+    """Kafka's ``NodeEndpoints``: the known leader's endpoint on the controller listener,
+    so a voter or observer can reach it."""
+    if isinstance(response, m.FetchResponse):
+        parts = [p for t in response.responses for p in t.partitions]
+        leader = parts[0].current_leader.leader_id if parts else -1
+    else:
+        parts = [p for t in response.topics for p in t.partitions]
+        leader = parts[0].leader_id if parts else -1
+    address = node.voters().get(int(leader))
+    if address is None:
+        return response
+    endpoint_cls = sys.modules[type(response).__module__].NodeEndpoint
+    types = {f.name: f.type for f in dataclasses.fields(endpoint_cls)}
+    values: dict[str, Any] = {"node_id": BrokerId(leader), "host": address[0],
+                              "port": types["port"](address[1])}
+    if "rack" in types:
+        values["rack"] = None
+    return replace(response, node_endpoints=(endpoint_cls(**values),))
 
 
 def _not_available() -> Exception:
