@@ -118,6 +118,7 @@ def _describe_cluster(node: QuorumService | None, request: Any) -> Any:
         raise _not_available()
     leader = node.leader_id()
     brokers = tuple(make(module.DescribeClusterBroker, broker_id=voter, host=host, port=port,
+                         is_fenced=False,
                          rack=None)
                     for voter, (host, port) in sorted(node.voters().items()))
     return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
