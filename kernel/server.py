@@ -384,8 +384,11 @@ class Broker:
         cfg = self.config
         self._starting = True
         await self._acquire_resources()
-        self.registration = BrokerRegistration.of(
-            cfg.broker_id, self._advertised_endpoints(), cfg.broker_rack)
+        # A controller-only node (process.roles=controller) has no broker endpoint and
+        # registers nothing.
+        endpoints = self._advertised_endpoints()
+        self.registration = (BrokerRegistration.of(cfg.broker_id, endpoints, cfg.broker_rack)
+                             if endpoints else None)
         backend = self.plugins.metadata_backend(self)
         if backend is None:
             raise ConfigError(

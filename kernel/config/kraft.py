@@ -76,9 +76,11 @@ class KRaftConfig:
         "process.roles", [],
         "The roles of this node: broker, controller, or both (broker,controller). Empty, "
         "Kafkernel's default, is one node that is both, the only voter of its own "
-        "metadata log, with no controller listener (Kafka requires the setting). A "
-        "quorum of several voters, or a node with one role only, is refused at start-up "
-        "until the KRaft plugin supports it.", check=all_of(*ROLES),
+        "metadata log, with no controller listener (Kafka requires the setting). "
+        "controller alone runs a voter of a static quorum (controller.quorum.voters) "
+        "with no broker duties yet; broker alone, or broker,controller among other "
+        "voters, is refused at start-up until the KRaft plugin supports it.",
+        check=all_of(*ROLES),
     )
     node_id: int = setting(
         "node.id", 1,

@@ -80,8 +80,12 @@ def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
             raise ConfigError("advertised.listeners: cannot use the nonroutable "
                               "meta-address 0.0.0.0; use a routable IP address")
     # Unset, it is the listener named for security.inter.broker.protocol (PLAINTEXT by
-    # default), and Kafka refuses to start when no listener has that name either.
+    # default), and Kafka refuses to start when no listener has that name either. A
+    # controller-only node has no broker listener and skips it, as Kafka's.
     inter = cfg.inter_broker_listener_name
+    if cfg.process_roles and "broker" not in cfg.process_roles:
+        _check_listener_overrides(cfg, names)
+        return
     defaulted = inter is None
     if inter is None:
         inter = cfg.security_inter_broker_protocol
@@ -94,6 +98,10 @@ def check_listener_names(cfg: BrokerConfig, endpoints: list[Endpoint],
             f"inter.broker.listener.name: {unset}must be a listener name defined in "
             f"{'advertised.listeners' if advertised else 'listeners'} "
             f"({', '.join(sorted(offered))})")
+    _check_listener_overrides(cfg, names)
+
+
+def _check_listener_overrides(cfg: BrokerConfig, names: set[str]) -> None:
     for name, overrides in cfg.listener_overrides.items():
         if name not in names:
             key = f"listener.name.{name.lower()}.{next(iter(overrides))}"

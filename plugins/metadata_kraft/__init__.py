@@ -23,10 +23,14 @@ from kernel.api.config import (
     parse_voters,
     setting,
 )
+from kernel.api.handlers import ApiRegistry
 from kernel.api.hooks import hookimpl
 from kernel.api.services import LogDirError, lock_log_dir
 
 from .backend import KRaftMetadataBackend
+from .raft import rpc
+from .raft.quorum import QuorumNode
+from .raft.state import RaftConfig
 
 if TYPE_CHECKING:
     from kernel.api.services import PluginServices
@@ -53,6 +57,9 @@ class MetadataKraftPlugin:
     def __init__(self) -> None:
         self._settings = KRaftSettings()
         self._metadata_log_dir: str | None = None
+        # process.roles=controller with static voters: this node runs the Raft quorum.
+        self._controller_only = False
+        self._quorum: QuorumNode | None = None
 
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
@@ -61,6 +68,7 @@ class MetadataKraftPlugin:
     @hookimpl
     def kafkernel_configure(self, settings: KRaftSettings, config: BrokerConfig) -> None:
         self._settings = settings
+        self._controller_only = set(config.process_roles) == {"controller"}
         check_single_voter(config)
         old, new = settings.metadata_log_dir, config.metadata_log_dir
         if old and new and old != new:
@@ -70,28 +78,42 @@ class MetadataKraftPlugin:
         self._metadata_log_dir = new or old
 
     @hookimpl
-    def kafkernel_metadata_backend(self, broker: PluginServices) -> KRaftMetadataBackend:
+    def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
+        if self._controller_only:
+            rpc.register(registry, lambda: self._quorum)
+
+    @hookimpl
+    def kafkernel_metadata_backend(
+            self, broker: PluginServices) -> KRaftMetadataBackend | QuorumNode:
         if self._settings.metadata_log_dir:
             broker.log.warning(f"{DEPRECATED_LOG_DIR} is deprecated: set the top-level "
                                "metadata.log.dir (Kafka's name) instead")
+        if self._controller_only:
+            self._quorum = _quorum_node(broker, self._metadata_log_dir)
+            return self._quorum
         return _backend(broker, self._metadata_log_dir)
 
 
 def check_single_voter(config: BrokerConfig) -> None:
-    """This plugin is one node, the only voter of its metadata log: a quorum of others
-    or a node with one role only is refused in one line rather than ignored."""
+    """A node is either the only voter of its metadata log (broker and controller), or
+    a controller-only voter of a static quorum (process.roles=controller); what is not
+    served yet (a broker-only node, a combined node among other voters, a dynamic
+    quorum) is refused in one line rather than ignored."""
     roles = set(config.process_roles)
     problems: list[ConfigProblem] = []
-    if roles and roles != {"broker", "controller"}:
+    controller_only = roles == {"controller"}
+    if roles and roles != {"broker", "controller"} and not controller_only:
         problems.append(ConfigProblem(
             f"process.roles: {','.join(config.process_roles)} is not supported yet: the "
-            f"{PLUGIN_NAME} plugin runs one node that is broker and controller "
-            "(process.roles=broker,controller or unset)", "process.roles"))
+            f"{PLUGIN_NAME} plugin runs controller-only nodes (process.roles=controller) "
+            "or one node that is broker and controller (process.roles=broker,controller "
+            "or unset)", "process.roles"))
     others = sorted(set(parse_voters(config.controller_quorum_voters)) - {config.node_id})
-    if others:
+    if others and not controller_only:
         problems.append(ConfigProblem(
             f"controller.quorum.voters: a quorum of several voters (also {others}) is not "
-            f"supported yet: the {PLUGIN_NAME} plugin runs one node, the only voter",
+            f"supported yet on a broker: the {PLUGIN_NAME} plugin runs a quorum of "
+            "controller-only nodes (process.roles=controller), or one node, the only voter",
             "controller.quorum.voters"))
     if config.controller_quorum_bootstrap_servers:
         problems.append(ConfigProblem(
@@ -101,6 +123,23 @@ def check_single_voter(config: BrokerConfig) -> None:
             "controller.quorum.bootstrap.servers"))
     if problems:
         raise ConfigError(problems=problems)
+
+
+def _quorum_node(broker: PluginServices, metadata_log_dir_set: str | None) -> QuorumNode:
+    config = broker.config
+    directory = Path(metadata_log_dir_set or config.log_dirs[0])
+    raft = RaftConfig(
+        election_timeout_ms=config.controller_quorum_election_timeout_ms,
+        fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+        election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
+        request_timeout_ms=config.controller_quorum_request_timeout_ms,
+        retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
+        fetch_max_bytes=config.controller_quorum_fetch_max_bytes)
+    return QuorumNode(
+        node_id=config.node_id, voters=parse_voters(config.controller_quorum_voters),
+        listener_name=config.controller_listener_names[0].strip().upper(),
+        metadata_log_dir=directory, raft_config=raft,
+        idle_interval_ms=config.metadata_max_idle_interval_ms, logger=broker.log)
 
 
 def _backend(broker: PluginServices, metadata_log_dir_set: str | None) -> KRaftMetadataBackend:

@@ -101,7 +101,8 @@ def test_config_check_refuses_a_quorum_of_several_voters(tmp_path: Path) -> None
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
         f"{cfg}:5: controller.quorum.voters: a quorum of several voters (also [2]) is not "
-        "supported yet: the metadata_kraft plugin runs one node, the only voter"]
+        "supported yet on a broker: the metadata_kraft plugin runs a quorum of "
+        "controller-only nodes (process.roles=controller), or one node, the only voter"]
 
 
 def test_metrics_port_in_use(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -20,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from reference import kraft
 from reference.kafka import KafkaNotFetched
+from tests.kraft_quorum import KafkernelQuorum
 from tests.reference import kraft_rpc
 from tests.reference.kraft_rpc import QuorumView
 
@@ -57,11 +59,47 @@ def _kafka_quorum() -> Iterator[Target]:
         quorum.stop()
 
 
-@pytest.fixture(scope="module", params=["kafka"])
-def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+def _kafkernel_quorum(root: Path) -> Iterator[Target]:
+    quorum = KafkernelQuorum(root)
+    try:
+        quorum.start()
+        yield Target("kafkernel", quorum.controllers)
+    finally:
+        quorum.stop()
+
+
+@pytest.fixture(scope="module", params=["kafka", "kafkernel"])
+def target(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """A running 3-voter quorum, by name; its controller listeners."""
-    assert request.param == "kafka"
-    yield from _kafka_quorum()
+    if request.param == "kafka":
+        yield from _kafka_quorum()
+    else:
+        yield from _kafkernel_quorum(tmp_path_factory.mktemp("kafkernel-quorum"))
+
+
+# What the Kafkernel quorum does not do yet (strict: each must fail until it does).
+KAFKERNEL_NOT_YET = {
+    "test_api_versions_on_the_controller_listener":
+        "the controller listener serves only the Raft RPCs, each at the one version the "
+        "core speaks, and DescribeCluster; no controller or admin RPCs yet",
+    "test_fetch_from_offset_zero_answers_the_latest_snapshot": "no snapshots yet",
+    "test_fetch_below_the_snapshot_at_an_older_epoch_answers_the_snapshot":
+        "no snapshots yet",
+    "test_fetch_snapshot_reads_the_snapshot": "FetchSnapshot is not served yet",
+    "test_fetch_snapshot_unknown": "FetchSnapshot is not served yet",
+    "test_wrong_cluster_id_is_inconsistent_cluster_id[fetch_snapshot]":
+        "FetchSnapshot is not served yet (the connection is closed)",
+}
+
+
+@pytest.fixture(autouse=True)
+def _kafkernel_not_yet(request: pytest.FixtureRequest, target: Target) -> None:
+    rpc = getattr(request.node, "callspec", None) and request.node.callspec.params.get("rpc")
+    name = request.node.originalname + (f"[{rpc}]" if rpc else "")
+    reason = KAFKERNEL_NOT_YET.get(name)
+    if target.name == "kafkernel" and reason is not None:
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
 
 
 @pytest.fixture
@@ -199,10 +237,11 @@ def test_fetch_returns_batches_of_the_epoch(quorum: QuorumView) -> None:
     assert base_offset <= offset and (epoch, magic) == (quorum.epoch, 2)
 
 
-def test_fetch_from_offset_zero_answers_the_latest_snapshot(quorum: QuorumView) -> None:
+def test_fetch_from_offset_zero_answers_the_latest_snapshot(quorum: QuorumView,
+                                                            target: Target) -> None:
     """Once the leader has a snapshot (not the bootstrap 0-0), Fetch at offset 0 gets
     its id and no records, though the log still starts at 0."""
-    end_offset, epoch, high_watermark = _latest_snapshot(quorum)
+    end_offset, epoch, high_watermark = _latest_snapshot(quorum, target)
     assert 0 < end_offset <= high_watermark
     assert 1 <= epoch <= quorum.epoch
 
@@ -244,12 +283,12 @@ def test_fetch_past_the_end_diverges_to_the_end_of_the_epoch(quorum: QuorumView)
 
 
 def test_fetch_below_the_snapshot_at_an_older_epoch_answers_the_snapshot(
-        quorum: QuorumView) -> None:
+        quorum: QuorumView, target: Target) -> None:
     """A position inside the log but at an epoch older than the latest snapshot's (here
     epoch 0, which never has a leader) is answered with that snapshot's id, not a
     DivergingEpoch. (Without a snapshot Kafka answers DivergingEpoch{epoch asked, 0}:
     docs/kraft-reference-facts.md.)"""
-    end_offset, epoch, _ = _latest_snapshot(quorum)
+    end_offset, epoch, _ = _latest_snapshot(quorum, target)
     fetched = _fetch_partition(kraft_rpc.fetch(
         quorum.leader, cluster_id=quorum.cluster_id, fetch_offset=5, last_fetched_epoch=0,
         current_leader_epoch=quorum.epoch))
@@ -356,10 +395,11 @@ def test_describe_cluster_on_the_controller_listener(quorum: QuorumView) -> None
 # -- FetchSnapshot --------------------------------------------------------------------
 
 
-def _latest_snapshot(quorum: QuorumView, timeout: float = 60.0) -> tuple[int, int, int]:
+def _latest_snapshot(quorum: QuorumView, target: Target) -> tuple[int, int, int]:
     """(end offset, epoch) of a snapshot the leader has, and the high watermark then:
     polls a Fetch from offset 0, which the leader answers with its latest snapshot id
-    once it has one."""
+    once it has one (Kafkernel's quorum writes none yet: asked once)."""
+    timeout = 60.0 if target.name == "kafka" else 0.0
     deadline = time.monotonic() + timeout
     while True:
         fetched = _fetch_partition(kraft_rpc.fetch(
@@ -373,8 +413,8 @@ def _latest_snapshot(quorum: QuorumView, timeout: float = 60.0) -> tuple[int, in
         time.sleep(0.5)
 
 
-def test_fetch_snapshot_reads_the_snapshot(quorum: QuorumView) -> None:
-    end_offset, epoch, _ = _latest_snapshot(quorum)
+def test_fetch_snapshot_reads_the_snapshot(quorum: QuorumView, target: Target) -> None:
+    end_offset, epoch, _ = _latest_snapshot(quorum, target)
     answer = kraft_rpc.fetch_snapshot(
         quorum.leader, cluster_id=quorum.cluster_id, current_leader_epoch=quorum.epoch,
         end_offset=end_offset, epoch=epoch, max_bytes=100)

@@ -179,8 +179,15 @@ def test_metadata_kraft_refuses_what_one_node_cannot_run() -> None:
     multi = configure({**COMBINED, "controller.quorum.voters":
                        "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"})
     assert multi == ("controller.quorum.voters: a quorum of several voters (also [2, 3]) "
-                     "is not supported yet: the metadata_kraft plugin runs one node, the "
-                     "only voter")
+                     "is not supported yet on a broker: the metadata_kraft plugin runs a "
+                     "quorum of controller-only nodes (process.roles=controller), or one "
+                     "node, the only voter")
+    # A controller-only voter of a static quorum runs it (tests/integration/test_kraft_quorum).
+    assert configure({"process.roles": "controller", "node.id": 1,
+                      "listeners": "CONTROLLER://127.0.0.1:9093",
+                      "controller.listener.names": "CONTROLLER",
+                      "controller.quorum.voters":
+                      "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"}) is None
     dynamic = configure({**COMBINED, "controller.quorum.voters": None,
                          "controller.quorum.bootstrap.servers": "127.0.0.1:9093"})
     assert dynamic is not None

@@ -610,7 +610,9 @@ class RaftNode:
             return m.describe_quorum_response(ErrorCode.unknown_topic_or_partition)
         state = self.quorum.state
         if not isinstance(state, Leader):
-            return m.describe_quorum_response(ErrorCode.not_leader_or_follower)
+            # Kafka's answer names no leader: leader 0, epoch 0, HW 0 (checked on 4.3.1).
+            return m.describe_quorum_response(ErrorCode.not_leader_or_follower, leader_id=0,
+                                              epoch=0, high_watermark=0)
         voters, observers = state.progress.describe(now_ms)
         hw = state.progress.high_watermark
         return m.describe_quorum_response(

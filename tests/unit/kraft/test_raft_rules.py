@@ -489,6 +489,14 @@ def test_describe_quorum_on_the_leader_and_elsewhere() -> None:
                            partitions=(m.dq_req.PartitionData(partition_index=m.i32(0)),)),)),
         0))
     assert other.topics[0].partitions[0].error_code is ErrorCode.unknown_topic_or_partition
+    (mine,) = _responses(follower.on_request(4, m.DescribeQuorumRequest(topics=(
+        m.dq_req.TopicData(topic_name=m.TopicName(m.METADATA_TOPIC),
+                           partitions=(m.dq_req.PartitionData(partition_index=m.i32(0)),)),)),
+        0))
+    part = mine.topics[0].partitions[0]
+    # Kafka's follower does not name the leader here: 0, 0, 0 (docs/kraft-reference-facts).
+    assert (part.error_code, part.leader_id, part.leader_epoch, part.high_watermark) == (
+        ErrorCode.not_leader_or_follower, 0, 0, 0)
 
 
 def _begin(node: RaftNode, leader: int, epoch: int) -> Any:
