@@ -133,6 +133,8 @@ class MetadataDelta:
         scram_credentials: Mapping[tuple[str, int], ScramCredential] | None = None,
         acls: Mapping[uuid.UUID, AclBinding] | None = None,
         client_quotas: Mapping[QuotaEntity, QuotaValues] | None = None,
+        features: Mapping[str, int] | None = None,
+        broker_records: Mapping[int, RegisterBrokerRecord] | None = None,
     ) -> None:
         self._base = base
         self.next_producer_id = next_producer_id
@@ -156,7 +158,10 @@ class MetadataDelta:
         # Names created or removed in this delta (None: removed), over base.topics.
         self._names: dict[str, uuid.UUID | None] = {}
         # Finalized feature levels (KRaft's FeaturesImage): metadata.version first.
-        self.features: dict[str, int] = {}
+        self.features: dict[str, int] = dict(features or {})
+        # Each broker's latest registration as recorded (incarnation, epoch, log dirs):
+        # a snapshot writes it back whole.
+        self.broker_records: dict[int, RegisterBrokerRecord] = dict(broker_records or {})
 
     # -- lookups over base + delta -------------------------------------------
 
@@ -254,6 +259,7 @@ class MetadataDelta:
         if not record.end_points:
             raise MetadataLogError(f"RegisterBrokerRecord of broker {record.broker_id} "
                                    "has no endpoints")
+        self.broker_records[record.broker_id] = record
         self._brokers[record.broker_id] = BrokerRegistration.of(
             record.broker_id,
             tuple(BrokerEndpoint(e.name, e.host, e.port, _protocol_name(e.security_protocol))
