@@ -60,7 +60,8 @@ def test_names_are_kafkas() -> None:
     sid = SnapshotId(12345, 7)
     assert sid.filename == "00000000000000012345-0000000007.checkpoint"
     assert parse_name(sid.filename) == (sid, ".checkpoint")
-    assert parse_name("00000000000000012345-0000000007.checkpoint.part") == (sid, ".checkpoint.part")
+    part = "00000000000000012345-0000000007.checkpoint.part"
+    assert parse_name(part) == (sid, ".checkpoint.part")
     assert parse_name("00000000000000012345-0000000007.checkpoint.deleted")[1] == \
         ".checkpoint.deleted"  # type: ignore[index]
     assert parse_name("00000000000000000000.log") is None
@@ -181,7 +182,7 @@ def test_snapshots_clean_old_ones_and_the_log_below_them(tmp_path: Path) -> None
         assert snapshotter.due()
         snapshotter.write(snapshotter.capture(state), lambda _b: DIR)
         assert not snapshotter.due()
-    first, second = list_snapshots(log.directory)
+    _first, second = list_snapshots(log.directory)
     assert snapshotter.clean() == second.end_offset
     assert list_snapshots(log.directory) == [second]
     segments = sorted(log.directory.glob("*.log"))
@@ -234,7 +235,7 @@ def test_storage_format_writes_kafkas_files(tmp_path: Path, capsys: pytest.Captu
     assert voter.voter_directory_id == parse_uuid(meta_props["directory.id"])
     assert (voter.endpoints[0].name, voter.endpoints[0].port) == ("CONTROLLER", 9093)
     assert not (data / "__cluster_metadata-0").exists()
-    assert main(args + ["--standalone"]) == 1
+    assert main([*args, "--standalone"]) == 1
     assert "is already formatted. Use --ignore-formatted" in capsys.readouterr().err
-    assert main(args + ["--standalone", "--ignore-formatted"]) == 0
+    assert main([*args, "--standalone", "--ignore-formatted"]) == 0
     assert "All of the log directories are already formatted." in capsys.readouterr().out
