@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kernel.api.cluster import AclBinding, ScramCredential
+from kernel.cli import main as kafkernel
 from kernel.testing import EmbeddedBroker
 from plugins.metadata_kraft.snapshots import list_snapshots
 
@@ -82,3 +83,21 @@ def test_a_restart_replays_the_latest_snapshot_and_the_log_after_it(tmp_path: Pa
     finally:
         broker.stop()
     assert broker.logged_errors == []
+
+
+def test_a_node_formatted_by_storage_format_starts_from_its_bootstrap_checkpoint(
+        tmp_path: Path) -> None:
+    """The first start replays bootstrap.checkpoint (features, --add-scram users) and
+    keeps the cluster id `kafkernel storage format` wrote."""
+    assert kafkernel(["storage", "format", "-t", "AAAAAAAAAAAAAAAAAAAAAQ",
+                      "--override", f"log.dirs={tmp_path}", "--release-version", "4.0",
+                      "--add-scram", "SCRAM-SHA-512=[name=bob,password=bob-secret]"]) == 0
+    broker = EmbeddedBroker(data_dir=tmp_path).start()
+    try:
+        backend = _backend(broker)
+        assert backend.cluster_id == "AAAAAAAAAAAAAAAAAAAAAQ"
+        assert dict(backend._state.features) == {
+            "metadata.version": 25, "group.version": 1, "transaction.version": 2}
+        assert list(backend.scram_credentials()) == [("bob", 2)]
+    finally:
+        broker.stop()
