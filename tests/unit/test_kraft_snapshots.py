@@ -4,6 +4,7 @@ the log below them, and ``kafkernel storage format``'s files."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -239,3 +240,26 @@ def test_storage_format_writes_kafkas_files(tmp_path: Path, capsys: pytest.Captu
     assert "is already formatted. Use --ignore-formatted" in capsys.readouterr().err
     assert main([*args, "--standalone", "--ignore-formatted"]) == 0
     assert "All of the log directories are already formatted." in capsys.readouterr().out
+
+
+def test_a_snapshot_is_due_by_bytes_or_by_interval_once_something_is_new(tmp_path: Path
+                                                                         ) -> None:
+    log = MetadataLog(tmp_path, 1, structlog.get_logger())
+    log.open()
+    log.begin_epoch()
+    state = MetadataState.empty("c", 1)
+    by_time = Snapshotter(log, SnapshotPolicy(max_snapshot_interval_ms=1),
+                          structlog.get_logger())
+    never = Snapshotter(log, SnapshotPolicy(max_snapshot_interval_ms=0),
+                        structlog.get_logger())
+    time.sleep(0.005)
+    assert by_time.due() and not never.due()  # the LeaderChange batch is new
+    pending = by_time.capture(state)
+    assert pending.id == SnapshotId(log.next_offset, log.epoch)
+    assert not by_time.due()  # nothing new since
+    time.sleep(0.005)
+    assert not by_time.due()
+    log.append_blocking([versioned(FeatureLevelRecord(name="metadata.version",
+                                                      feature_level=30))])
+    assert by_time.due() and not never.due()
+    log.close()
