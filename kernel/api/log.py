@@ -61,6 +61,12 @@ class PluginLog(Protocol):
 
     def truncate_to(self, offset: int) -> bool: ...
 
+    def delete_before(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (at most the log end) and delete
+        the segments wholly below it, never the active one, as Kafka's metadata log does
+        below its latest snapshot. Returns the log start offset."""
+        ...
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, its end offset); (-1, -1) when unknown."""
         ...
@@ -106,6 +112,9 @@ class _KernelPluginLog:
 
     def truncate_to(self, offset: int) -> bool:
         return self._log.truncate_to(offset)
+
+    def delete_before(self, offset: int) -> int:
+        return self._log.delete_records_before(min(offset, self._log.log_end_offset))
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self._log.end_offset_for_epoch(epoch)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernel.api.config import (
     BrokerConfig,
@@ -25,12 +25,15 @@ from kernel.api.config import (
 )
 from kernel.api.handlers import ApiRegistry
 from kernel.api.hooks import hookimpl
+from kernel.api.log import PluginLogConfig
 from kernel.api.services import LogDirError, lock_log_dir
 
+from . import storage
 from .backend import KRaftMetadataBackend
 from .raft import rpc
 from .raft.quorum import QuorumNode
 from .raft.state import RaftConfig
+from .snapshotter import SnapshotPolicy
 
 if TYPE_CHECKING:
     from kernel.api.services import PluginServices
@@ -64,6 +67,10 @@ class MetadataKraftPlugin:
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
         return ConfigSchema(f"plugins.{PLUGIN_NAME}", KRaftSettings)
+
+    @hookimpl
+    def kafkernel_commands(self, subparsers: Any, load_config: Any) -> None:
+        storage.add_parsers(subparsers, load_config)
 
     @hookimpl
     def kafkernel_configure(self, settings: KRaftSettings, config: BrokerConfig) -> None:
@@ -163,6 +170,12 @@ def _backend(broker: PluginServices, metadata_log_dir_set: str | None) -> KRaftM
         return KRaftMetadataBackend(
             metadata_log_dir, log_dirs, config.broker_id, registration, logger=broker.log,
             lock_fd=lock_fd,
+            snapshot_policy=SnapshotPolicy(
+                config.metadata_log_max_record_bytes_between_snapshots,
+                config.metadata_log_max_snapshot_interval_ms,
+                config.metadata_max_retention_bytes, config.metadata_max_retention_ms),
+            log_config=PluginLogConfig(segment_bytes=config.metadata_log_segment_bytes,
+                                       segment_ms=config.metadata_log_segment_ms),
         )
     except BaseException:
         if lock_fd is not None:

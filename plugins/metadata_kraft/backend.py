@@ -15,7 +15,6 @@ import random
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 import structlog
@@ -50,6 +49,7 @@ from kernel.api.controller import (
     topics_to_delete,
 )
 from kernel.api.errors import ErrorCode, KafkaError
+from kernel.api.log import PluginLogConfig
 
 from .convert import convert_legacy_log
 from .image import (
@@ -60,6 +60,7 @@ from .image import (
     broker_resource_name,
     empty_image,
 )
+from .image_records import MetadataState
 from .log import MetadataLog, versioned
 from .properties import ensure_meta_properties
 from .records.schema import (
@@ -81,6 +82,8 @@ from .records.schema import (
     UserScramCredentialRecord,
 )
 from .records.serde import MetadataBatch, iter_metadata_records
+from .snapshotter import PendingSnapshot, SnapshotPolicy, Snapshotter
+from .storage import read_bootstrap_records
 
 T = TypeVar("T")
 
@@ -118,6 +121,8 @@ class KRaftMetadataBackend:
     :param rng: randomness of replica placement (tests pass a seeded one).
     :param lock_fd: the ``.lock`` held on a metadata log dir outside ``log.dirs``;
         closed (released) by ``stop()``.
+    :param snapshot_policy: when snapshots are taken and how long old ones are kept.
+    :param log_config: segment settings of the metadata log.
     """
 
     def __init__(
@@ -130,6 +135,8 @@ class KRaftMetadataBackend:
         logger: Any = None,
         rng: random.Random | None = None,
         lock_fd: int | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
+        log_config: PluginLogConfig | None = None,
     ) -> None:
         if registration.node_id != node_id:
             raise ValueError(
@@ -141,7 +148,12 @@ class KRaftMetadataBackend:
         self._registration = registration
         self._log: Any = (logger or structlog.get_logger()).bind(component="metadata_kraft")
         self._rng = rng or random.Random()
-        self._metadata_log = MetadataLog(self._metadata_log_dir, node_id, self._log)
+        self._metadata_log = MetadataLog(self._metadata_log_dir, node_id, self._log,
+                                         log_config)
+        self._snapshotter = Snapshotter(self._metadata_log,
+                                        snapshot_policy or SnapshotPolicy(), self._log)
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._snapshot_timer: asyncio.TimerHandle | None = None
         # directory.id of each of log.dirs (meta.properties), registered as LogDirs
         self._dir_ids: tuple[uuid.UUID, ...] = ()
         self._image = empty_image("", node_id)
@@ -151,10 +163,8 @@ class KRaftMetadataBackend:
         self._started = False
         self._incarnation_id = uuid.uuid4()
         self._broker_epoch: int | None = None
-        self._next_producer_id = 0
-        self._scram_credentials: dict[tuple[str, int], ScramCredential] = {}
-        self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
-        self._client_quotas: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
+        # The committed state: the image and what only the controller keeps.
+        self._state = MetadataState.empty("", node_id)
         self._lock_fd = lock_fd
 
     # -- reading ----------------------------------------------------------------
@@ -191,9 +201,10 @@ class KRaftMetadataBackend:
             self._node_id,
         )
         self._dir_ids = tuple(dict.fromkeys(dir_ids[d] for d in self._log_dirs))
-        image = await loop.run_in_executor(None, self._load, cluster_id)
+        state = await loop.run_in_executor(None, self._load, cluster_id)
         self._started = True
-        self._publish(image)
+        self._state = state
+        self._publish(state.image)
         self._broker_epoch = await self.register_broker(
             self._registration, incarnation_id=self._incarnation_id
         )
@@ -201,35 +212,40 @@ class KRaftMetadataBackend:
             "metadata log loaded", cluster_id=cluster_id, node_id=self._node_id,
             path=str(self._metadata_log.path), next_offset=self._metadata_log.next_offset,
             epoch=self._metadata_log.epoch,
+            snapshot=self._snapshotter.latest and self._snapshotter.latest.filename,
             topics=len(self._image.topics),
         )
 
-    def _load(self, cluster_id: str) -> ClusterImage:
-        """Replay the whole log into one image, then begin this start's epoch (blocking)."""
+    def _load(self, cluster_id: str) -> MetadataState:
+        """Replay the latest snapshot and the log after it into one state, then begin
+        this start's epoch (blocking)."""
         convert_legacy_log(self._metadata_log_dir, self._node_id, METADATA_VERSION,
                            self._default_dir, self._log)
-        batches = self._metadata_log.open()
+        state, snapshot = self._snapshotter.load(MetadataState.empty(cluster_id, self._node_id))
+        batches = self._metadata_log.open(snapshot.end_offset if snapshot else 0)
         try:
-            delta = MetadataDelta(empty_image(cluster_id, self._node_id))
+            delta = state.delta()
             replay_batches(delta, batches)
-            self._metadata_log.begin_epoch()
+            self._metadata_log.begin_epoch(snapshot.epoch if snapshot else 0)
             if not delta.features:
-                # A new cluster: Kafka's bootstrap records come first.
-                bootstrap = [FeatureLevelRecord(name="metadata.version",
-                                                feature_level=METADATA_VERSION)]
+                # A new cluster: the bootstrap records (`kafkernel storage format`'s
+                # bootstrap.checkpoint, else metadata.version alone) come first.
+                bootstrap = read_bootstrap_records(self._metadata_log_dir) or [
+                    FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)]
                 for record in bootstrap:
                     delta.replay(record)
                 self._metadata_log.append_blocking([versioned(r) for r in bootstrap])
-            self._next_producer_id = delta.next_producer_id
-            self._scram_credentials = delta.scram_credentials
-            self._acls = delta.acls
-            self._client_quotas = delta.client_quotas
-            return delta.apply()
+            return MetadataState.of(delta, delta.apply())
         except BaseException:
             self._metadata_log.close()
             raise
 
     async def stop(self) -> None:
+        if self._snapshot_timer is not None:
+            self._snapshot_timer.cancel()
+            self._snapshot_timer = None
+        if self._snapshot_task is not None:
+            await asyncio.wait([self._snapshot_task])  # a snapshot ends before the log
         if self._lock is None:
             self._metadata_log.close()
         else:
@@ -260,8 +276,7 @@ class KRaftMetadataBackend:
         return await asyncio.shield(task)
 
     async def _commit(self, records: list[Message]) -> ClusterImage:
-        delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials,
-                              self._acls, self._client_quotas)
+        delta = self._state.delta()
 
         def replay() -> ClusterImage:
             for record in records:
@@ -275,12 +290,52 @@ class KRaftMetadataBackend:
         else:
             image = replay()
         await self._metadata_log.append([versioned(r) for r in records])
-        self._next_producer_id = delta.next_producer_id
-        self._scram_credentials = delta.scram_credentials
-        self._acls = delta.acls
-        self._client_quotas = delta.client_quotas
+        self._state = MetadataState.of(delta, image)
         self._publish(image)
+        self._maybe_snapshot()
         return image
+
+    # -- snapshots --------------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        """After a commit: snapshot the committed state when due (one at a time, in a
+        worker thread), else arm the interval's timer."""
+        if self._snapshot_task is not None or not self._started:
+            return
+        if not self._snapshotter.due():
+            if self._snapshot_timer is None and self._snapshotter.interval_ms > 0:
+                self._snapshot_timer = asyncio.get_running_loop().call_later(
+                    max(self._snapshotter.ms_until_interval(), 0) / 1000, self._on_timer)
+            return
+        if self._snapshot_timer is not None:
+            self._snapshot_timer.cancel()
+            self._snapshot_timer = None
+        pending = self._snapshotter.capture(self._state)
+        self._snapshot_task = asyncio.ensure_future(self._snapshot(pending))
+
+    def _on_timer(self) -> None:
+        self._snapshot_timer = None
+        self._maybe_snapshot()
+
+    async def _snapshot(self, pending: PendingSnapshot) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            path = await loop.run_in_executor(None, self._snapshotter.write, pending,
+                                              self._default_dir)
+            self._log.info("wrote a metadata snapshot", path=str(path),
+                           records_below=pending.id.end_offset)
+
+            async def clean() -> None:
+                await loop.run_in_executor(None, self._snapshotter.clean)
+
+            await self._serialized(clean)  # moves the log start: not during an append
+        except Exception as e:  # the log still holds everything: retried when due again
+            self._log.error("metadata snapshot failed", snapshot=pending.id.filename,
+                            error=str(e))
+        finally:
+            self._snapshot_task = None
+        if self._started and self._metadata_log.bytes_since_snapshot > 0:
+            self._maybe_snapshot()
 
     def _publish(self, image: ClusterImage) -> None:
         previous, self._image = self._image, image
@@ -335,7 +390,7 @@ class KRaftMetadataBackend:
         ProducerIdsRecord before the block is handed out."""
 
         async def allocate() -> range:
-            first = self._next_producer_id
+            first = self._state.next_producer_id
             if first > MAX_PRODUCER_ID - PRODUCER_ID_BLOCK_SIZE:
                 raise KafkaError(
                     ErrorCode.unknown_server_error,
@@ -354,7 +409,7 @@ class KRaftMetadataBackend:
     # -- SCRAM credentials ------------------------------------------------------
 
     def scram_credentials(self) -> Mapping[tuple[str, int], ScramCredential]:
-        return MappingProxyType(self._scram_credentials)
+        return self._state.scram_credentials
 
     async def alter_scram_credentials(
         self, upsertions: Sequence[ScramCredential], deletions: Sequence[tuple[str, int]],
@@ -372,7 +427,7 @@ class KRaftMetadataBackend:
     # -- client quotas ----------------------------------------------------------
 
     def client_quotas(self) -> Mapping[QuotaEntity, QuotaValues]:
-        return self._client_quotas
+        return self._state.client_quotas
 
     async def alter_client_quotas(
         self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
@@ -389,12 +444,12 @@ class KRaftMetadataBackend:
     # -- ACLs -------------------------------------------------------------------
 
     def acls(self) -> Mapping[uuid.UUID, AclBinding]:
-        return self._acls
+        return self._state.acls
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[uuid.UUID]:
         async def create() -> list[uuid.UUID]:
             # As Kafka's AclControlManager: a binding already stored keeps its id.
-            existing = {binding: acl_id for acl_id, binding in self._acls.items()}
+            existing = {binding: acl_id for acl_id, binding in self._state.acls.items()}
             ids: list[uuid.UUID] = []
             records: list[Message] = []
             for b in bindings:
@@ -417,7 +472,7 @@ class KRaftMetadataBackend:
         async def remove() -> None:
             records: list[Message] = [RemoveAccessControlEntryRecord(id=acl_id)
                                              for acl_id in dict.fromkeys(ids)
-                                             if acl_id in self._acls]
+                                             if acl_id in self._state.acls]
             if records:
                 await self._commit(records)
 

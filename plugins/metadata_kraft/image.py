@@ -159,6 +159,8 @@ class MetadataDelta:
         acls: Mapping[uuid.UUID, AclBinding] | None = None,
         client_quotas: Mapping[QuotaEntity, QuotaValues] | None = None,
         broker_registrations: Mapping[int, RegisteredBroker] | None = None,
+        features: Mapping[str, int] | None = None,
+        broker_records: Mapping[int, RegisterBrokerRecord] | None = None,
     ) -> None:
         self._base = base
         self.next_producer_id = next_producer_id
@@ -187,7 +189,10 @@ class MetadataDelta:
         # Names created or removed in this delta (None: removed), over base.topics.
         self._names: dict[str, uuid.UUID | None] = {}
         # Finalized feature levels (KRaft's FeaturesImage): metadata.version first.
-        self.features: dict[str, int] = {}
+        self.features: dict[str, int] = dict(features or {})
+        # Each broker's latest registration as recorded (incarnation, epoch, log dirs):
+        # a snapshot writes it back whole.
+        self.broker_records: dict[int, RegisterBrokerRecord] = dict(broker_records or {})
 
     # -- lookups over base + delta -------------------------------------------
 
@@ -301,6 +306,7 @@ class MetadataDelta:
         if not record.end_points:
             raise MetadataLogError(f"RegisterBrokerRecord of broker {record.broker_id} "
                                    "has no endpoints")
+        self.broker_records[record.broker_id] = record
         self._brokers[record.broker_id] = BrokerRegistration.of(
             record.broker_id,
             tuple(BrokerEndpoint(e.name, e.host, e.port, _protocol_name(e.security_protocol))

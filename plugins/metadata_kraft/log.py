@@ -24,7 +24,7 @@ from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
 
 from kernel.api.config import ConfigError
 from kernel.api.errors import ErrorCode, KafkaError
-from kernel.api.log import PluginLog, open_plugin_log
+from kernel.api.log import PluginLog, PluginLogConfig, open_plugin_log
 
 from .records.codec import RecordDecodeError, UnsupportedVersionError
 from .records.schema import Message
@@ -62,8 +62,10 @@ class MetadataLog:
     """Owner of the metadata log. Not safe for concurrent appends: the controller
     serialises them."""
 
-    def __init__(self, metadata_log_dir: Path, node_id: int, logger: Any) -> None:
+    def __init__(self, metadata_log_dir: Path, node_id: int, logger: Any,
+                 config: PluginLogConfig | None = None) -> None:
         self.directory = Path(metadata_log_dir) / METADATA_PARTITION_DIR
+        self._config = config
         self.path = self.directory
         self._node_id = node_id
         self._log = logger
@@ -73,6 +75,10 @@ class MetadataLog:
         # Set when a failed write could not be undone: the log may end in a partial
         # batch, and appending after it would hide the later batches from replay.
         self._failure: str | None = None
+        # Bytes of batches appended (or read at open) after the latest snapshot, and the
+        # append time of the last batch: what the next snapshot is due on and holds.
+        self.bytes_since_snapshot = 0
+        self.last_append_time_ms = -1
 
     @property
     def next_offset(self) -> int:
@@ -84,9 +90,9 @@ class MetadataLog:
         """The Raft epoch this node leads (the partition leader epoch of its batches)."""
         return self._epoch
 
-    def open(self) -> list[MetadataBatch]:
-        """Open (creating) the log and return its batches. Blocking: run it off the
-        event loop."""
+    def open(self, from_offset: int = 0) -> list[MetadataBatch]:
+        """Open (creating) the log and return its batches from ``from_offset`` (the end
+        of the snapshot replayed first). Blocking: run it off the event loop."""
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.directory, os.O_RDONLY)
         try:
@@ -99,7 +105,7 @@ class MetadataLog:
                     f"{self.directory}: the metadata log is in use by another broker"
                 ) from None
             before = _segment_bytes(self.directory)
-            plog = open_plugin_log(self.directory)
+            plog = open_plugin_log(self.directory, self._config)
             dropped = before - _segment_bytes(self.directory)
             if dropped > 0:
                 self._log.warning(
@@ -107,7 +113,13 @@ class MetadataLog:
                     path=str(self.directory), dropped_bytes=dropped,
                     next_offset=plog.log_end_offset)
             try:
-                batches = self._read(plog)
+                if from_offset > plog.log_end_offset or (
+                        plog.log_start_offset > from_offset and plog.log_end_offset > 0):
+                    raise MetadataLogError(
+                        f"{self.directory}: the log holds offsets [{plog.log_start_offset}, "
+                        f"{plog.log_end_offset}), which do not continue the latest snapshot "
+                        f"(end offset {from_offset})")
+                batches = self._read(plog, from_offset)
             except BaseException:
                 plog.close()
                 raise
@@ -117,9 +129,9 @@ class MetadataLog:
         self._lock_fd, self._plog = fd, plog
         return batches
 
-    def _read(self, plog: PluginLog) -> list[MetadataBatch]:
+    def _read(self, plog: PluginLog, from_offset: int) -> list[MetadataBatch]:
         batches: list[MetadataBatch] = []
-        offset, end = plog.log_start_offset, plog.log_end_offset
+        offset, end = max(plog.log_start_offset, from_offset), plog.log_end_offset
         while offset < end:
             data = plog.read(offset, _READ_BYTES)
             try:
@@ -128,9 +140,12 @@ class MetadataLog:
                 raise MetadataLogError(
                     f"{self.directory}: batch at offset {offset} cannot be read: {e}"
                 ) from None
+            read = [b for b in read if b.header.last_offset >= from_offset]
             if not read:
                 break
             batches.extend(read)
+            self.bytes_since_snapshot += sum(b.header.size for b in read)
+            self.last_append_time_ms = read[-1].header.max_timestamp
             offset = read[-1].header.last_offset + 1
         return batches
 
@@ -140,17 +155,17 @@ class MetadataLog:
         plog.truncate_to(0)
         plog.flush()
 
-    def begin_epoch(self) -> int:
+    def begin_epoch(self, min_epoch: int = 0) -> int:
         """Start a new epoch (the last one + 1) with a LeaderChange control batch, fsynced:
         this node is the sole voter and leader. Blocking; returns the epoch."""
         plog = self._open_log()
-        self._epoch = (plog.latest_epoch or 0) + 1
+        self._epoch = max(plog.latest_epoch or 0, min_epoch) + 1
         me = Voter(voter_id=self._node_id)
+        now = int(time.time() * 1000)
         self._write(plog, build_control_batch(
             [LeaderChangeMessage(version=0, leader_id=self._node_id, voters=(me,),
                                  granting_voters=(me,))],
-            base_offset=plog.log_end_offset, epoch=self._epoch,
-            append_time_ms=int(time.time() * 1000)))
+            base_offset=plog.log_end_offset, epoch=self._epoch, append_time_ms=now), now)
         return self._epoch
 
     def _open_log(self) -> PluginLog:
@@ -177,13 +192,25 @@ class MetadataLog:
         now = int(time.time() * 1000) if append_time_ms is None else append_time_ms
         self._write(plog, build_metadata_batch(
             records, base_offset=plog.log_end_offset, epoch=self._epoch,
-            append_time_ms=now))
+            append_time_ms=now), now)
 
-    def _write(self, plog: PluginLog, batch: bytes) -> None:
+    def delete_before(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (a snapshot's end) and delete the
+        segments wholly below it (blocking); returns the new log start offset."""
+        return self._open_log().delete_before(offset)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the log's segments."""
+        return _segment_bytes(self.directory)
+
+    def _write(self, plog: PluginLog, batch: bytes, append_time_ms: int) -> None:
         end = plog.log_end_offset
         try:
             plog.append_as_leader(batch, self._epoch)
             plog.flush()
+            self.bytes_since_snapshot += len(batch)
+            self.last_append_time_ms = append_time_ms
         except (KafkaError, OSError) as e:
             try:
                 plog.truncate_to(end)
