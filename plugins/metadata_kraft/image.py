@@ -158,6 +158,7 @@ class MetadataDelta:
         scram_credentials: Mapping[tuple[str, int], ScramCredential] | None = None,
         acls: Mapping[uuid.UUID, AclBinding] | None = None,
         client_quotas: Mapping[QuotaEntity, QuotaValues] | None = None,
+        *,
         broker_registrations: Mapping[int, RegisteredBroker] | None = None,
         features: Mapping[str, int] | None = None,
         broker_records: Mapping[int, RegisterBrokerRecord] | None = None,

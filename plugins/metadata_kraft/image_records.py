@@ -55,8 +55,8 @@ class MetadataState:
     def delta(self) -> MetadataDelta:
         """A delta whose records are replayed on top of this state."""
         return MetadataDelta(self.image, self.next_producer_id, self.scram_credentials,
-                             self.acls, self.client_quotas, self.features,
-                             self.broker_records)
+                             self.acls, self.client_quotas, features=self.features,
+                             broker_records=self.broker_records)
 
     @classmethod
     def of(cls, delta: MetadataDelta, image: ClusterImage) -> MetadataState:

@@ -165,7 +165,10 @@ class QuorumNode:
             image = delta.apply()
             self._delta = MetadataDelta(image, delta.next_producer_id,
                                         delta.scram_credentials, delta.acls,
-                                        delta.client_quotas)
+                                        delta.client_quotas,
+                                        broker_registrations=delta.broker_registrations,
+                                        features=delta.features,
+                                        broker_records=delta.broker_records)
             self._publish(image)
 
     def _publish(self, image: ClusterImage) -> None:
