@@ -17,9 +17,9 @@ import tomllib
 from collections.abc import Sequence
 
 import kernel
-from kernel.config import ConfigError, ConfigProblem, load_config
+from kernel.config import BrokerConfig, ConfigError, ConfigProblem, load_config
 from kernel.libc import libc_function
-from kernel.plugins import PluginFacade, installed_plugin_keys, installed_plugins
+from kernel.plugins import PluginFacade, installed_plugin_keys, installed_plugins, load_plugin
 from kernel.terminal import ProgressBar
 
 
@@ -250,6 +250,21 @@ def cmd_spark_export(argv: Sequence[str]) -> int:
     return export_main(argv)
 
 
+def _load_broker_config(path: str | None, overrides: list[str]) -> BrokerConfig:
+    return load_config(path, overrides, plugin_keys=installed_plugin_keys).broker
+
+
+def _add_plugin_commands(sub: object) -> None:
+    """The installed plugins' own commands (``kafkernel_commands``): ``storage``."""
+    for name in installed_plugins():
+        try:
+            hook = getattr(load_plugin(name, ""), "kafkernel_commands", None)
+        except Exception:  # a plugin that fails to load adds no command
+            continue
+        if hook is not None:
+            hook(subparsers=sub, load_config=_load_broker_config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkernel", description=kernel.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -278,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     plist.add_argument("--config", "-c")
     plist.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     plist.set_defaults(func=cmd_plugins_list)
+
+    _add_plugin_commands(sub)
 
     spark = sub.add_parser("spark", help="Spark tools (the spark extra)")
     spark_sub = spark.add_subparsers(dest="spark_command", required=True)

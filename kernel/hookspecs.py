@@ -54,6 +54,18 @@ def kafkernel_config_schema() -> ConfigSchema | None:
 
 
 @hookspec
+def kafkernel_commands(subparsers: Any, load_config: Any) -> None:
+    """Add this plugin's subcommands to ``kafkernel`` (``storage format``, say), on
+    every installed plugin, enabled or not.
+
+    :param subparsers: the ``kafkernel`` parser's argparse subparsers; a command sets
+        ``func`` (args -> exit status).
+    :param load_config: ``(path or None, overrides) -> BrokerConfig``: the broker's
+        config read as ``serve`` reads it (raises ``ConfigError``).
+    """
+
+
+@hookspec
 def kafkernel_configure(settings: Any, config: Any) -> None:
     """Receive this plugin's settings: its ``[plugins.<name>]`` table, under whatever
     name the plugin was enabled, validated and built by the schema it returned from

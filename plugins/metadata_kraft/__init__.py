@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernel.api.config import (
     BrokerConfig,
@@ -26,6 +26,7 @@ from kernel.api.config import (
 from kernel.api.hooks import hookimpl
 from kernel.api.services import LogDirError, lock_log_dir
 
+from . import migrate
 from .backend import KRaftMetadataBackend
 
 if TYPE_CHECKING:
@@ -57,6 +58,10 @@ class MetadataKraftPlugin:
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
         return ConfigSchema(f"plugins.{PLUGIN_NAME}", KRaftSettings)
+
+    @hookimpl
+    def kafkernel_commands(self, subparsers: Any, load_config: Any) -> None:
+        migrate.add_parsers(subparsers, load_config)
 
     @hookimpl
     def kafkernel_configure(self, settings: KRaftSettings, config: BrokerConfig) -> None:
