@@ -5,9 +5,11 @@ block all carry over. Real ZooKeeper, real broker processes, real clients."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,7 +129,7 @@ def migrated(zookeeper: zookeeper_launcher.ZooKeeper, tmp_path_factory: pytest.T
     zk.start(timeout=30)
     try:
         topic = json.loads(zk.get("/brokers/topics/orders")[0])
-        out["topic_id"] = topic["topic_id"]
+        out["topic_id"] = uuid.UUID(bytes=base64.urlsafe_b64decode(topic["topic_id"] + "=="))
         out["block_end"] = int(json.loads(zk.get("/latest_producer_id_block")[0])["block_end"])
     finally:
         zk.stop()
@@ -177,7 +179,9 @@ def test_the_kraft_node_serves_what_zookeeper_held(migrated: dict[str, Any]) -> 
     assert [m.value() for m in got if m is not None] == [f"v{i}".encode() for i in range(5, 10)]
 
     described = admin.describe_topics(TopicCollection(["orders"]))["orders"].result(30)
-    assert str(described.topic_id) == migrated["topic_id"]
+    topic_id = described.topic_id
+    assert uuid.UUID(int=(topic_id.get_most_significant_bits() % 2**64) << 64
+                     | topic_id.get_least_significant_bits() % 2**64) == migrated["topic_id"]
     resource = ConfigResource(ResourceType.TOPIC, "orders")
     configs = admin.describe_configs([resource])[resource].result(30)
     assert configs["retention.ms"].value == "1234567"
