@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import logging
 import shutil
 import sys
 import tempfile
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,8 +161,9 @@ def build_records(state: ZkClusterState, nodes: Sequence[Node],
     for node in nodes:
         # Fenced until it starts and registers again, as Kafka's controller keeps a
         # broker that has not heartbeated yet.
+        # Broker epoch: the record's offset, as KRaft's (the LeaderChange is offset 0).
         records.append(RegisterBrokerRecord(
-            broker_id=node.node_id, incarnation_id=uuid.uuid4(), broker_epoch=0,
+            broker_id=node.node_id, incarnation_id=uuid.uuid4(), broker_epoch=len(records) + 1,
             end_points=node.endpoints, rack=node.rack, fenced=True,
             log_dirs=tuple(node.dir_ids[d] for d in node.log_dirs), cordoned_log_dirs=()))
         summary.brokers.append(node.node_id)
@@ -287,9 +290,14 @@ def read_zookeeper(connect: str, timeout_s: float) -> ZkClusterState:
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
-    zk = KazooClient(hosts=connect, timeout=timeout_s, connection_retry=None)
+    # kazoo logs each failed connection attempt and warns of a missing chroot: the
+    # command says it in one line instead (a Logger of its own, outside logging's tree).
+    quiet = logging.Logger("kazoo", logging.CRITICAL)
+    zk = KazooClient(hosts=connect, timeout=timeout_s, connection_retry=None, logger=quiet)
     try:
-        zk.start(timeout=timeout_s)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            zk.start(timeout=timeout_s)
     except KazooTimeoutError:
         zk.close()
         raise ZkMigrationError(f"ZooKeeper at {connect} is unreachable "

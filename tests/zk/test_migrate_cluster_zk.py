@@ -119,6 +119,8 @@ def test_every_brokers_partitions_and_registrations_are_in_the_log(
     registered = {r.broker_id: r for r in records if isinstance(r, RegisterBrokerRecord)}
     assert sorted(registered) == [1, 2, 3] and all(r.fenced for r in registered.values())
     assert len(registered[1].log_dirs) == 2
+    first = batches[1].header.base_offset  # after the LeaderChange batch
+    assert [r.broker_epoch for r in registered.values()] == [first + 1, first + 2, first + 3]
 
     orders = image.topics["orders"]
     assert orders.topic_id == ORDERS
@@ -168,3 +170,21 @@ def test_a_dir_of_another_cluster_or_broker_is_refused(cluster: str, tmp_path: P
     with pytest.raises(ZkMigrationError, match="belongs to broker 4, not 1"):
         migrate(cluster, [node], tmp_path / "meta")
     assert not (tmp_path / "meta" / "__cluster_metadata-0").exists()
+
+
+def test_a_second_migration_needs_force_and_keeps_the_directory_ids(
+        cluster: str, tmp_path: Path) -> None:
+    node = _node(tmp_path, 3)
+    migrate(cluster, [node], tmp_path / "meta")
+    dir_id = read_meta_properties(node.log_dirs[0])["directory.id"]
+    again = _node_again(node)
+    with pytest.raises(ZkMigrationError, match="already holds a KRaft metadata log"):
+        migrate(cluster, [again], tmp_path / "meta")
+    migrate(cluster, [again], tmp_path / "meta", force=True)
+    assert read_meta_properties(node.log_dirs[0])["directory.id"] == dir_id
+    assert {p.name for p in (tmp_path / "meta").iterdir()} == {  # no temporary dir left
+        "meta.properties", "__cluster_metadata-0"}
+
+
+def _node_again(node: Node) -> Node:
+    return Node(node.node_id, node.log_dirs, node.endpoints, node.rack)

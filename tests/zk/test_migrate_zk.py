@@ -158,11 +158,24 @@ def test_migrate_refuses_live_brokers_and_an_existing_log(migrated: dict[str, An
 
 def test_migrate_refuses_a_missing_zookeeper(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["metadata", "migrate", "--zookeeper-connect", f"127.0.0.1:{free_port()}",
+    port = free_port()
+    rc = main(["metadata", "migrate", "--zookeeper-connect", f"127.0.0.1:{port}",
                "--zookeeper-timeout-ms", "500", "--metadata-log-dir", str(tmp_path)])
     assert rc == 1
-    assert "is unreachable" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"migrate: ZooKeeper at 127.0.0.1:{port} is unreachable (no session within 0.5 s)"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_refuses_a_chroot_without_a_cluster(
+        zookeeper: zookeeper_launcher.ZooKeeper, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["metadata", "migrate", "--zookeeper-connect", zookeeper.connect + "/nothing",
+               "--metadata-log-dir", str(tmp_path)])
+    assert rc == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "migrate: no Kafka cluster there: /cluster/id does not exist (is the chroot of "
+        "--zookeeper-connect right?)"]
 
 
 def test_the_kraft_node_serves_what_zookeeper_held(migrated: dict[str, Any]) -> None:
