@@ -22,6 +22,8 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
     ResourcePatternType,
@@ -117,6 +119,11 @@ def migrated(zookeeper: zookeeper_launcher.ZooKeeper, tmp_path_factory: pytest.T
             "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-secret")
         for f in admin.alter_user_scram_credentials([upsert]).values():
             f.result(timeout=30)
+        broker_config = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("num.partitions", "3",
+                        incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([broker_config]).values():
+            f.result(timeout=30)
         for f in admin.create_acls([ACL]).values():
             f.result(timeout=30)
         assert alter(bootstrap, [QUOTA])[0][1] == 0
@@ -198,6 +205,9 @@ def test_the_kraft_node_serves_what_zookeeper_held(migrated: dict[str, Any]) -> 
     resource = ConfigResource(ResourceType.TOPIC, "orders")
     configs = admin.describe_configs([resource])[resource].result(30)
     assert configs["retention.ms"].value == "1234567"
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["num.partitions"].value == "3"
 
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None,
                                   None, AclOperation.ANY, AclPermissionType.ANY)
