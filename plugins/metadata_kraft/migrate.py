@@ -136,7 +136,11 @@ def check_directories(nodes: Sequence[Node], metadata_dir: Path, cluster_id: str
                     f"{path}: cluster.id={props.get('cluster.id')} is not the cluster in "
                     f"ZooKeeper ({cluster_id})")
             dir_text = props.get("directory.id") if version == KRAFT_VERSION else None
-            node.dir_ids[directory] = parse_uuid(dir_text) if dir_text else uuid.uuid4()
+            try:
+                node.dir_ids[directory] = parse_uuid(dir_text) if dir_text else uuid.uuid4()
+            except ValueError:
+                raise ZkMigrationError(
+                    f"{path}: directory.id={dir_text} is not a Uuid") from None
 
 
 def _directory(node: Node | None, topic: str, partition: int) -> uuid.UUID:
@@ -288,6 +292,7 @@ class _QuietLogger:
 
 def read_zookeeper(connect: str, timeout_s: float) -> ZkClusterState:
     from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
     # kazoo logs each failed connection attempt and warns of a missing chroot: the
@@ -304,6 +309,8 @@ def read_zookeeper(connect: str, timeout_s: float) -> ZkClusterState:
                                f"(no session within {timeout_s:g} s)") from None
     try:
         return ZkReader(zk).read()
+    except KazooException as e:  # the session lost mid-read, say
+        raise ZkMigrationError(f"ZooKeeper at {connect}: {type(e).__name__} {e}") from None
     finally:
         zk.stop()
         zk.close()
@@ -362,7 +369,7 @@ def _cmd_migrate(args: argparse.Namespace, load_config: Callable[..., BrokerConf
     try:
         summary = migrate(args.zookeeper_connect, nodes, metadata_dir, force=args.force,
                           timeout_s=args.zookeeper_timeout_ms / 1000)
-    except ZkMigrationError as e:
+    except (ZkMigrationError, OSError) as e:  # OSError: a dir that cannot be written
         print(f"migrate: {e}", file=sys.stderr)
         return 1
     for warning in summary.warnings:

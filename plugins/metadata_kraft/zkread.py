@@ -153,6 +153,8 @@ class ZkReader:
         state.deleting = set(self._children("/admin/delete_topics"))
         state.topics = [self._topic(name) for name in self._children("/brokers/topics")]
         for entity in self._children("/config/brokers"):
+            if entity != DEFAULT_ENTITY and not entity.isdigit():
+                raise ZkMigrationError(f"znode /config/brokers/{entity}: not a broker id")
             broker = -1 if entity == DEFAULT_ENTITY else int(entity)
             state.broker_configs[broker] = self._config(f"/config/brokers/{entity}")
         self._entities(state)
