@@ -265,7 +265,14 @@ def _add_plugin_commands(sub: object) -> None:
             hook(subparsers=sub, load_config=_load_broker_config)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_names(parser: argparse.ArgumentParser) -> set[str]:
+    return {name for action in parser._actions  # argparse keeps its subparsers there
+            if isinstance(action, argparse._SubParsersAction) for name in action.choices}
+
+
+def build_parser(plugin_commands: bool = True) -> argparse.ArgumentParser:
+    """The command line; ``plugin_commands`` False leaves out the installed plugins'
+    (importing every plugin costs seconds that ``serve`` or ``version`` need not pay)."""
     parser = argparse.ArgumentParser(prog="kafkernel", description=kernel.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -294,7 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     plist.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     plist.set_defaults(func=cmd_plugins_list)
 
-    _add_plugin_commands(sub)
+    if plugin_commands:
+        _add_plugin_commands(sub)
 
     spark = sub.add_parser("spark", help="Spark tools (the spark extra)")
     spark_sub = spark.add_subparsers(dest="spark_command", required=True)
@@ -333,7 +341,9 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["spark", "export"]:
         return cmd_spark_export(argv[2:])
-    args = build_parser().parse_args(argv)
+    kernel_parser = build_parser(plugin_commands=False)
+    own = argv[:1] and argv[0] in _command_names(kernel_parser)
+    args = (kernel_parser if own else build_parser()).parse_args(argv)
     # Plugins named by import path are also looked for in the current directory, as
     # gunicorn and uvicorn find an application; last, so it shadows nothing installed.
     # Only the command line does this: sys.path is process-wide.
