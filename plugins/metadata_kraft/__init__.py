@@ -28,7 +28,7 @@ from kernel.api.hooks import hookimpl
 from kernel.api.log import PluginLogConfig
 from kernel.api.services import LogDirError, lock_log_dir
 
-from . import storage
+from . import migrate, storage
 from .backend import KRaftMetadataBackend
 from .raft import rpc
 from .raft.quorum import QuorumNode
@@ -71,6 +71,7 @@ class MetadataKraftPlugin:
     @hookimpl
     def kafkernel_commands(self, subparsers: Any, load_config: Any) -> None:
         storage.add_parsers(subparsers, load_config)
+        migrate.add_parsers(subparsers, load_config)
 
     @hookimpl
     def kafkernel_configure(self, settings: KRaftSettings, config: BrokerConfig) -> None:
