@@ -13,6 +13,7 @@ supply the offset this broker replayed."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -31,7 +32,9 @@ from plugins.metadata_kraft.broker.channel import (
     plaintext_connect,
 )
 from plugins.metadata_kraft.broker.lifecycle import (
+    SUPPORTED_FEATURES,
     BrokerLifecycleManager,
+    BrokerLifecycleStoppedError,
     BrokerListener,
     BrokerRegistrationInfo,
     BrokerState,
@@ -41,6 +44,8 @@ from reference.kafka import KafkaNotFetched
 
 UNSUPPORTED = {"group.version": 0, "share.version": 0, "streams.version": 0,
                "eligible.leader.replicas.version": 0, "transaction.version": 0}
+# A session shorter than Kafka's 9 s: the duplicate registration test waits one out.
+SESSION = {"broker.session.timeout.ms": "3000"}
 HEARTBEAT_S = 0.3  # Kafka's 2 s would make each test wait seconds per step
 WAIT_S = 60.0  # generous: three JVMs and the test share two loaded cores
 T = TypeVar("T")
@@ -49,7 +54,8 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 def quorum() -> Iterator[kraft.KraftQuorum]:
     try:
-        started = kraft.start_quorum(3, 0, voters="static", features=UNSUPPORTED)
+        started = kraft.start_quorum(3, 0, voters="static", features=UNSUPPORTED,
+                                     controller_overrides=SESSION)
     except KafkaNotFetched as e:
         pytest.fail(str(e), pytrace=False)
     try:
@@ -65,11 +71,13 @@ class CountingSender:
         self.channel = channel
         self.registrations = 0
         self.heartbeats_answered = 0
+        self.errors: list[ErrorCode] = []
 
     async def send(self, body: Any, timeout_s: float | None = None) -> Any:
         if isinstance(body, BrokerRegistrationRequest):
             self.registrations += 1
         response = await self.channel.send(body, timeout_s)
+        self.errors.append(response.error_code)
         if isinstance(body, BrokerHeartbeatRequest) and response.error_code == ErrorCode.none:
             self.heartbeats_answered += 1
         return response
@@ -93,16 +101,19 @@ def _high_watermark(quorum: kraft.KraftQuorum) -> Callable[[], int]:
     return offset
 
 
-def _lifecycle(quorum: kraft.KraftQuorum, node_id: int, sender: Any
+def _lifecycle(quorum: kraft.KraftQuorum, node_id: int, sender: Any, *,
+               registration_timeout_s: float = WAIT_S,
+               features: dict[str, tuple[int, int]] | None = None
                ) -> BrokerLifecycleManager:
     info = BrokerRegistrationInfo(
         node_id=node_id, cluster_id=quorum.cluster_id,
         listeners=[BrokerListener("PLAINTEXT", "127.0.0.1", 19000 + node_id, "PLAINTEXT")],
-        log_dirs=[uuid.uuid4()], rack="r1")
+        log_dirs=[uuid.uuid4()], rack="r1",
+        features=dict(SUPPORTED_FEATURES) if features is None else features)
     return BrokerLifecycleManager(info, sender, _high_watermark(quorum),
                                   heartbeat_interval_s=HEARTBEAT_S,
-                                  initial_registration_timeout_s=WAIT_S,
-                                  request_timeout_s=4.5)
+                                  initial_registration_timeout_s=registration_timeout_s,
+                                  request_timeout_s=1.5)
 
 
 async def _within(awaitable: Awaitable[T]) -> T:
@@ -140,6 +151,11 @@ def test_registers_is_unfenced_and_shuts_down(quorum: kraft.KraftQuorum) -> None
                 broker_id=BrokerId(1), broker_epoch=i64(lifecycle.broker_epoch + 1000),
                 current_metadata_offset=i64(0), want_fence=False, want_shut_down=False))
             assert stale.error_code == ErrorCode.stale_broker_epoch
+            # One for an id never registered: 4.3.1 says STALE_BROKER_EPOCH too.
+            unknown = await channel.send(BrokerHeartbeatRequest(
+                broker_id=BrokerId(77), broker_epoch=i64(5), current_metadata_offset=i64(0),
+                want_fence=False, want_shut_down=False))
+            assert unknown.error_code == ErrorCode.stale_broker_epoch
         finally:
             await lifecycle.close()
             channel.close()
@@ -163,6 +179,65 @@ def test_registers_is_unfenced_and_shuts_down(quorum: kraft.KraftQuorum) -> None
     assert '"name":"metadata.version","minSupportedVersion":7,"maxSupportedVersion":30' \
         in record
     assert re.search(r'"fenced":-1', dumped.stdout.replace(" ", "")), "never unfenced"
+
+
+def test_duplicate_registration_waits_out_the_old_session(
+        quorum: kraft.KraftQuorum, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "plugins.metadata_kraft.broker")
+
+    async def scenario() -> tuple[int, int, CountingSender]:
+        channel = _channel(quorum)
+        first = _lifecycle(quorum, 3, channel)
+        sender = CountingSender(channel)
+        second = _lifecycle(quorum, 3, sender)  # another incarnation of broker 3
+        try:
+            first.start()
+            await _within(first.wait_caught_up())
+            second.start()
+            await _until(lambda: ErrorCode.duplicate_broker_registration in sender.errors)
+            assert not second.registered
+            await first.close()  # its session expires after broker.session.timeout.ms
+            await _within(second.wait_caught_up())
+            return first.broker_epoch, second.broker_epoch, sender
+        finally:
+            await first.close()
+            await second.close()
+            channel.close()
+
+    first_epoch, second_epoch, sender = asyncio.run(scenario())
+    assert second_epoch > first_epoch
+    refused = sender.errors.count(ErrorCode.duplicate_broker_registration)
+    warned = [r for r in caplog.records if "DUPLICATE_BROKER_REGISTRATION" in r.getMessage()
+              and r.levelno == logging.WARNING]
+    assert len(warned) == 1, (refused, [r.getMessage() for r in warned])
+
+
+def test_unsupported_feature_range_refused_until_timeout(
+        quorum: kraft.KraftQuorum, caplog: pytest.LogCaptureFixture) -> None:
+    """A broker whose metadata.version range lacks the finalized level (30) is refused;
+    the lifecycle gives up after initial.broker.registration.timeout.ms."""
+    caplog.set_level(logging.INFO, "plugins.metadata_kraft.broker")
+
+    async def scenario() -> tuple[BrokerLifecycleManager, CountingSender, str]:
+        channel = _channel(quorum)
+        sender = CountingSender(channel)
+        lifecycle = _lifecycle(quorum, 4, sender, registration_timeout_s=2.0,
+                               features={**SUPPORTED_FEATURES, "metadata.version": (7, 29)})
+        try:
+            lifecycle.start()
+            with pytest.raises(BrokerLifecycleStoppedError) as stopped:
+                await _within(lifecycle.wait_unfenced())
+            return lifecycle, sender, str(stopped.value)
+        finally:
+            await lifecycle.close()
+            channel.close()
+
+    lifecycle, sender, why = asyncio.run(scenario())
+    assert lifecycle.state == BrokerState.SHUTTING_DOWN and not lifecycle.registered
+    assert "initial.broker.registration.timeout.ms" in why
+    assert sender.errors and set(sender.errors) == {ErrorCode.unsupported_version}
+    assert any("UNSUPPORTED_VERSION" in r.getMessage() and "metadata.version 7-29"
+               in r.getMessage() for r in caplog.records)
 
 
 def test_active_controller_killed_heartbeats_go_on(quorum: kraft.KraftQuorum) -> None:

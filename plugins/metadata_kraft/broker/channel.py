@@ -6,8 +6,9 @@ RaftControllerNodeProvider); until then :class:`BootstrapControllerNodeProvider`
 the bootstrap controllers (``controller.quorum.bootstrap.servers``, else the voters'
 addresses), as Kafka's admin tools do with ``--bootstrap-controller``: DescribeCluster
 with the controller endpoint type (KIP-919) names the active controller and every
-controller's endpoint; a controller that does not serve it is asked DescribeQuorum,
-which only the leader answers with the leader and its endpoints.
+controller's endpoint (Kafka 4.3.1's controllers, once past their first seconds);
+where it does not, DescribeQuorum, which only the leader answers with itself and its
+endpoints.
 
 :class:`ControllerChannel` sends a request to the active controller, one in flight per
 destination, and retries within the request's deadline: after a broken connection or
@@ -119,9 +120,9 @@ class BootstrapControllerNodeProvider:
             for broker in described.brokers:
                 if broker.broker_id == described.controller_id:
                     return ControllerNode(int(broker.broker_id), broker.host, int(broker.port))
-            return None  # no active controller known there yet
-        # Not served there (a controller without KIP-919): only the leader answers
-        # DescribeQuorum with itself and its endpoints.
+        # Not served there, or no active controller named yet (4.3.1 answers -1 and no
+        # controllers in its first seconds): the leader answers DescribeQuorum with
+        # itself and its endpoints, a follower with an error.
         quorum = await connection.request(DescribeQuorumRequest(topics=(TopicData(
             topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=i32(0)),)),)))
         if quorum.error_code != ErrorCode.none or not quorum.topics:

@@ -19,12 +19,13 @@ are Kafka's ``BrokerState``:
 - SHUTTING_DOWN.
 
 Errors are handled as Kafka's manager does: an error answer or no answer is logged and
-the request sent again after the heartbeat interval. STALE_BROKER_EPOCH and
-BROKER_ID_NOT_REGISTERED come back while the controller has another registration for
-this id; Kafka leaves it to the metadata publisher, which calls
-``resend_registration`` when the image no longer holds this incarnation's registration.
-DUPLICATE_BROKER_REGISTRATION (another incarnation's session is still live) is retried
-until that session expires or the initial registration times out.
+the request sent again after the heartbeat interval. A heartbeat gets
+STALE_BROKER_EPOCH when the controller holds another registration for this id, or none
+(Kafka 4.3.1 answers an unknown id so, not BROKER_ID_NOT_REGISTERED); Kafka leaves that
+to the metadata publisher, which calls ``resend_registration`` when the image no longer
+holds this incarnation's registration. A registration answered
+DUPLICATE_BROKER_REGISTRATION (another incarnation's session is still live) is sent
+again until that session expires or the initial registration times out.
 
 The request building and answer handling are plain methods (``registration_request``,
 ``on_heartbeat``...) that return the delay before the next request; :meth:`start` runs
@@ -64,8 +65,9 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 # groups (share.version 1), streams groups (streams.version 1), eligible leader
 # replicas (ELR 1) nor KIP-890's transaction.version 2: it claims level 0 only for
 # those. A controller whose cluster finalized a higher level refuses the registration
-# (UNSUPPORTED_VERSION), as Kafka refuses any broker that lacks a finalized level: such a
-# cluster needs `kafka-storage format --feature group.version=0 ...` (or a downgrade).
+# with UNSUPPORTED_VERSION, and leaving the feature out does not help (4.3.1 checks
+# every finalized feature; both checked against the reference): such a cluster is
+# formatted with `kafka-storage format --feature group.version=0 ...` (or downgraded).
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
     "metadata.version": (7, 30),
     "kraft.version": (0, 1),
@@ -111,7 +113,7 @@ class BrokerRegistrationInfo:
     node_id: int
     cluster_id: str
     listeners: Sequence[BrokerListener]
-    log_dirs: Sequence[uuid.UUID] = ()
+    log_dirs: Sequence[uuid.UUID]
     rack: str | None = None
     features: Mapping[str, tuple[int, int]] = field(
         default_factory=lambda: dict(SUPPORTED_FEATURES))
@@ -141,6 +143,10 @@ class BrokerLifecycleManager:
             if listener.security_protocol not in SECURITY_PROTOCOL_IDS:
                 raise ValueError(f"listener {listener.name}: unknown security protocol "
                                  f"{listener.security_protocol!r}")
+        if not info.log_dirs:
+            # Kafka 4.3.1's controller answers INVALID_REGISTRATION to a registration
+            # without log dirs (metadata.version 3.7-IV2 and later).
+            raise ValueError("a broker registers at least one log dir's directory.id")
         self.info = info
         self.incarnation_id = uuid.uuid4()
         self._channel = channel
@@ -260,6 +266,7 @@ class BrokerLifecycleManager:
                 ": the cluster finalized a feature level outside "
                 + ", ".join(f"{n} {lo}-{hi}" for n, (lo, hi) in
                             sorted(self.info.features.items())),
+            ErrorCode.invalid_registration: ": the controller refused its listeners or log dirs",
             ErrorCode.inconsistent_cluster_id: f": this broker is in cluster "
                                                f"{self.info.cluster_id}",
         }.get(error, "") if isinstance(error, ErrorCode) else ""
