@@ -229,6 +229,9 @@ def test_task_registers_unfences_and_shuts_down() -> None:
         manager.start()
         async with asyncio.timeout(5):
             await manager.wait_caught_up()
+            while len(controller.requests) < 3:  # a fenced heartbeat in RECOVERY
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(0.05)  # the task now waits out its interval
             began = asyncio.get_running_loop().time()
             manager.set_ready_to_unfence()
             await manager.wait_unfenced()
