@@ -51,6 +51,14 @@ WAIT_S = 60.0  # generous: three JVMs and the test share two loaded cores
 T = TypeVar("T")
 
 
+@pytest.fixture(autouse=True)
+def _loggers_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A logging.config.dictConfig elsewhere in the session disables existing loggers.
+    for name in ("plugins.metadata_kraft.broker.lifecycle",
+                 "plugins.metadata_kraft.broker.channel"):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+
+
 @pytest.fixture(scope="module")
 def quorum() -> Iterator[kraft.KraftQuorum]:
     try:

@@ -46,6 +46,14 @@ INTERVAL_S = 2.0
 NO_WAIT = datetime.timedelta(0)
 
 
+@pytest.fixture(autouse=True)
+def _loggers_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A logging.config.dictConfig elsewhere in the session disables existing loggers.
+    for name in ("plugins.metadata_kraft.broker.lifecycle",
+                 "plugins.metadata_kraft.broker.channel"):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
