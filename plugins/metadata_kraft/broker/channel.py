@@ -29,6 +29,7 @@ from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, Partiti
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
+from kernel.api.config import BrokerConfig, parse_voters
 from kernel.api.errors import BrokerConnectionError
 from kernel.api.protocol import BrokerConnection
 
@@ -117,9 +118,9 @@ class BootstrapControllerNodeProvider:
             include_cluster_authorized_operations=False,
             endpoint_type=i8(CONTROLLER_ENDPOINT_TYPE)))
         if described.error_code == ErrorCode.none:
-            for broker in described.brokers:
-                if broker.broker_id == described.controller_id:
-                    return ControllerNode(int(broker.broker_id), broker.host, int(broker.port))
+            for node in described.brokers:  # the controllers, for this endpoint type
+                if node.broker_id == described.controller_id:
+                    return ControllerNode(int(node.broker_id), node.host, int(node.port))
         # Not served there, or no active controller named yet (4.3.1 answers -1 and no
         # controllers in its first seconds): the leader answers DescribeQuorum with
         # itself and its endpoints, a follower with an error.
@@ -220,3 +221,24 @@ class ControllerChannel:
         self._closed = True
         for node in list(self._connections):
             self._drop(node)
+
+
+def bootstrap_controllers(config: BrokerConfig) -> list[str]:
+    """``controller.quorum.bootstrap.servers``, else the voters' ``host:port``."""
+    if config.controller_quorum_bootstrap_servers:
+        return list(config.controller_quorum_bootstrap_servers)
+    return [f"{host}:{port}" for host, port in
+            parse_voters(config.controller_quorum_voters).values()]
+
+
+def channel_for(config: BrokerConfig, connect: Connect | None = None) -> ControllerChannel:
+    """The channel with Kafka's settings: ``controller.quorum.retry.backoff.ms``
+    between tries, ``controller.quorum.request.timeout.ms`` per connection request.
+    ``connect`` defaults to PLAINTEXT (kernel.api offers no SSL/SASL client settings
+    for the controller listener yet)."""
+    request_timeout_s = config.controller_quorum_request_timeout_ms / 1000
+    connect = connect or plaintext_connect(request_timeout_s)
+    return ControllerChannel(
+        BootstrapControllerNodeProvider(bootstrap_controllers(config), connect), connect,
+        retry_backoff_s=config.controller_quorum_retry_backoff_ms / 1000,
+        request_timeout_s=request_timeout_s)

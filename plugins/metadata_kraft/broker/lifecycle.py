@@ -50,6 +50,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i64, u16
 
+from kernel.api.config import BrokerConfig
+
 from .channel import ControllerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -384,3 +386,15 @@ class BrokerLifecycleManager:
                         await self._wake.wait()
                 except TimeoutError:
                     pass
+
+
+def lifecycle_for(config: BrokerConfig, info: BrokerRegistrationInfo,
+                  channel: ControllerSender, metadata_offset: Callable[[], int]
+                  ) -> BrokerLifecycleManager:
+    """The manager with Kafka's settings; each registration or heartbeat is retried for
+    half of ``broker.session.timeout.ms``, as Kafka's heartbeat channel (KAFKA-14392)."""
+    return BrokerLifecycleManager(
+        info, channel, metadata_offset,
+        heartbeat_interval_s=config.broker_heartbeat_interval_ms / 1000,
+        initial_registration_timeout_s=config.initial_broker_registration_timeout_ms / 1000,
+        request_timeout_s=config.broker_session_timeout_ms / 2000)

@@ -25,11 +25,14 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from kernel.config import load_config
 from kernel.protocol.codec import default_entity, encode_response
 from plugins.metadata_kraft.broker.channel import (
     BootstrapControllerNodeProvider,
     ControllerChannel,
     ControllerUnavailableError,
+    bootstrap_controllers,
+    channel_for,
     plaintext_connect,
 )
 from plugins.metadata_kraft.broker.lifecycle import (
@@ -40,6 +43,7 @@ from plugins.metadata_kraft.broker.lifecycle import (
     BrokerListener,
     BrokerRegistrationInfo,
     BrokerState,
+    lifecycle_for,
 )
 
 INTERVAL_S = 2.0
@@ -394,3 +398,26 @@ def test_channel_gives_up_at_the_deadline() -> None:
         return asyncio.get_running_loop().time() - began
 
     assert asyncio.run(run()) < 2.0
+
+
+def test_built_with_kafkas_settings() -> None:
+    config = load_config(None, extra={
+        "process.roles": "broker", "node.id": 4, "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.quorum.voters": "1@c1:9093,2@c2:9094",
+        "controller.quorum.retry.backoff.ms": 70, "broker.heartbeat.interval.ms": 500,
+        "broker.session.timeout.ms": 4000,
+        "initial.broker.registration.timeout.ms": 9000}).broker
+    assert bootstrap_controllers(config) == ["c1:9093", "c2:9094"]
+    channel = channel_for(config)
+    assert (channel._retry_backoff_s, channel._request_timeout_s) == (0.07, 2.0)
+    manager = lifecycle_for(config, _info(), channel, lambda: 0)
+    assert (manager._interval_s, manager._initial_timeout_s,
+            manager._request_timeout_s) == (0.5, 9.0, 2.0)
+    with_bootstrap = load_config(None, extra={
+        "process.roles": "broker", "node.id": 4, "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.quorum.bootstrap.servers": "c1:9093,c3:9095"}).broker
+    assert bootstrap_controllers(with_bootstrap) == ["c1:9093", "c3:9095"]
