@@ -420,13 +420,15 @@ def start_quorum(
     work_dir: str | Path | None = None,
     timeout: float = QUORUM_STARTUP_TIMEOUT,
     java: str = "java",
+    features: Mapping[str, int] | None = None,
 ) -> KraftQuorum:
     """Format and start ``controllers`` controller-only and ``brokers`` broker-only Kafka
     nodes on free loopback ports: every node formats at once, the controllers start at
     once, then the brokers at once; returns once every controller is part of a quorum
     with a leader and every broker answers Metadata naming all brokers.
     ``overrides`` are server.properties keys for every node, the role ones for that
-    role's nodes only."""
+    role's nodes only; ``features`` are finalized levels given to ``kafka-storage
+    format --feature`` (e.g. ``{"group.version": 0}`` for a broker that lacks KIP-848)."""
     if not is_fetched():
         raise KafkaNotFetched(
             f"Apache Kafka {kafka_version()} is not fetched into {libs_dir()}: run ./dev test"
@@ -474,7 +476,9 @@ def start_quorum(
                     tools.java_command(
                         STORAGE_TOOL_MAIN, "format", "--cluster-id", quorum.cluster_id,
                         "--config", str(node.work_dir / "server.properties"),
-                        *format_arguments(quorum, node), java=java,
+                        *format_arguments(quorum, node),
+                        *(f"--feature={k}={v}" for k, v in (features or {}).items()),
+                        java=java,
                         archive=_class_data_archive(java)),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)))
         for node, proc in formats:
