@@ -29,6 +29,7 @@ from kernel.api.errors import ErrorCode, KafkaError
 from ..controller.quorum_controller import QuorumController
 from ..controller.state import ControllerState
 from ..image import MetadataDelta, RegisteredBroker, empty_image
+from ..log import MetadataLogError
 from ..properties import ensure_meta_properties
 from ..records.codec import RecordDecodeError, UnsupportedVersionError
 from ..records.schema import NoOpRecord
@@ -74,6 +75,7 @@ class QuorumNode:
         self._heartbeat_interval_ms = heartbeat_interval_ms
         # Finalized features so far: a delta holds only those it replayed.
         self._features: dict[str, int] = {}
+        self._replay_stopped = False
         self.controller: QuorumController | None = None
 
     # -- what rpc.py needs ----------------------------------------------------------------
@@ -175,25 +177,29 @@ class QuorumNode:
     def _replay_committed(self, raft_log: KafkaRaftLog, delta: MetadataDelta,
                           high_watermark: int) -> None:
         replayed = False
-        while self._applied < high_watermark:
+        while self._applied < high_watermark and not self._replay_stopped:
             try:
                 batches = decode_batches(raft_log.read(self._applied, _READ_BYTES),
                                          allow_partial_tail=False)
-            except (RecordDecodeError, UnsupportedVersionError) as e:
-                self._log.error("a committed metadata batch cannot be replayed",
-                                offset=self._applied, reason=str(e))
+                batches = [b for b in batches if b.header.last_offset < high_watermark]
+                for batch in batches:
+                    for i, record in enumerate(batch.records):
+                        if isinstance(record, ApiMessageAndVersion):
+                            # The offset: a RegisterBrokerRecord's is what its broker
+                            # must replay before it is unfenced.
+                            delta.replay(record.message, batch.base_offset + i)
+                    self._applied = batch.header.last_offset + 1
+                    replayed = True
+            except (RecordDecodeError, UnsupportedVersionError, MetadataLogError) as e:
+                # Kafka's controller stops on such a fault; this node keeps its quorum
+                # duties but its image (and its controller) stay where they were.
+                self._log.error("a committed metadata batch cannot be replayed: the "
+                                "metadata image stops here", offset=self._applied,
+                                reason=str(e))
+                self._replay_stopped = True
                 return
-            batches = [b for b in batches if b.header.last_offset < high_watermark]
             if not batches:
                 break
-            for batch in batches:
-                for i, record in enumerate(batch.records):
-                    if isinstance(record, ApiMessageAndVersion):
-                        # The offset: a RegisterBrokerRecord's is what its broker must
-                        # replay before it is unfenced.
-                        delta.replay(record.message, batch.base_offset + i)
-            self._applied = batches[-1].header.last_offset + 1
-            replayed = True
         if replayed:
             image = delta.apply()
             self._features.update(delta.features)
