@@ -15,11 +15,13 @@ from typing import Any, TypeVar
 
 import pytest
 from kio.schema.allocate_producer_ids.v0 import request as apid
+from kio.schema.alter_partition.v3 import request as alter
 from kio.schema.broker_heartbeat.v2 import request as hb
 from kio.schema.broker_registration.v4 import request as reg
 from kio.schema.describe_quorum.v2 import request as dq_req
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, TopicName
+from kio.schema.unregister_broker.v0 import request as unreg
 from kio.static.primitive import i16, i32, i64, u16
 
 from plugins.metadata_kraft.raft import messages as m
@@ -47,7 +49,7 @@ def _poll(what: Callable[[], T | None], timeout: float = 30.0) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = what()
-        if value is not None and value is not False:
+        if value:
             return value
         time.sleep(0.02)
     raise AssertionError(f"not within {timeout} s")
@@ -85,14 +87,16 @@ def _records(quorum: KafkernelQuorum, node: int) -> list[tuple[int, Any]]:
     return out
 
 
-def _registration() -> reg.BrokerRegistrationRequest:
+def _registration(broker: int = BROKER, protocol: int = 0) -> reg.BrokerRegistrationRequest:
     return reg.BrokerRegistrationRequest(
-        broker_id=BrokerId(BROKER), cluster_id=CLUSTER_ID, incarnation_id=INCARNATION,
+        broker_id=BrokerId(broker), cluster_id=CLUSTER_ID,
+        incarnation_id=INCARNATION if broker == BROKER else uuid.uuid4(),
         listeners=(reg.Listener(name="PLAINTEXT", host="127.0.0.1", port=u16(9092),
-                                security_protocol=i16(0)),),
+                                security_protocol=i16(protocol)),),
         features=(reg.Feature(name="metadata.version", min_supported_version=i16(7),
                               max_supported_version=i16(30)),),
-        rack=None, is_migrating_zk_broker=False, log_dirs=(LOG_DIR,),
+        rack=None, is_migrating_zk_broker=False,
+        log_dirs=(LOG_DIR if broker == BROKER else uuid.uuid4(),),
         previous_broker_epoch=i64(-1))
 
 
@@ -172,6 +176,22 @@ def test_producer_id_blocks_are_consecutive(quorum: KafkernelQuorum) -> None:
     assert first.error_code is second.error_code is ErrorCode.none
     assert (int(first.producer_id_start), int(first.producer_id_len)) == (0, 1000)
     assert int(second.producer_id_start) == 1000
+
+
+def test_refusals_leave_the_controller_serving(quorum: KafkernelQuorum) -> None:
+    leader = _poll(lambda: _leader(quorum))
+    # A listener of an unknown security protocol: nothing is written, the sender is told.
+    bad = _answered(quorum, leader, _registration(broker=102, protocol=99))
+    assert bad.error_code is ErrorCode.invalid_request
+    unknown = _answered(quorum, leader, unreg.UnregisterBrokerRequest(broker_id=BrokerId(103)))
+    assert unknown.error_code is ErrorCode.broker_id_not_registered
+    stale = _answered(quorum, leader, alter.AlterPartitionRequest(
+        broker_id=BrokerId(BROKER), broker_epoch=i64(Broker.epoch + 1), topics=()))
+    assert stale.error_code is ErrorCode.stale_broker_epoch
+    assert not any(isinstance(r, RegisterBrokerRecord) and r.broker_id == 102
+                   for _, r in _records(quorum, leader))
+    ok = _answered(quorum, leader, _heartbeat(Broker.epoch, Broker.epoch))
+    assert ok.error_code is ErrorCode.none
 
 
 def test_failover_keeps_the_session_then_fences_a_silent_broker(

@@ -21,6 +21,7 @@ from typing import Any
 from kernel.api.errors import ErrorCode, KafkaError
 
 from ..image import MetadataDelta
+from ..log import MetadataLogError
 from ..records.schema import FeatureLevelRecord
 from ..records.serde import encode_value
 from .cluster_control import METADATA_VERSION, ClusterControl
@@ -148,8 +149,15 @@ class QuorumController:
                 return []
             delta = MetadataDelta(pending.image, pending.next_producer_id,
                                   broker_registrations=pending.registrations)
-            for i, record in enumerate(result.records):
-                delta.replay(record, offset + i)  # a contradiction raises: nothing appended
+            try:
+                for i, record in enumerate(result.records):
+                    delta.replay(record, offset + i)
+            except MetadataLogError as e:
+                # Records the image cannot hold (a listener's unknown security protocol):
+                # nothing is appended, the pending state stays, the sender is refused.
+                self._log.warning("a controller operation's records are refused",
+                                  reason=str(e))
+                raise KafkaError(ErrorCode.invalid_request, str(e)) from None
             encoded = [encode_value(as_written(r)) for r in result.records]
             self._pending = ControllerState.of(delta, pending.features)
             return encoded
