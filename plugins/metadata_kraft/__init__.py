@@ -30,6 +30,7 @@ from kernel.api.services import LogDirError, lock_log_dir
 
 from . import migrate, storage
 from .backend import KRaftMetadataBackend
+from .controller import apis as controller_apis
 from .raft import rpc
 from .raft.quorum import QuorumNode
 from .raft.state import RaftConfig
@@ -89,6 +90,8 @@ class MetadataKraftPlugin:
     def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
         if self._controller_only:
             rpc.register(registry, lambda: self._quorum)
+            controller_apis.register(
+                registry, lambda: None if self._quorum is None else self._quorum.controller)
 
     @hookimpl
     def kafkernel_metadata_backend(
@@ -147,7 +150,9 @@ def _quorum_node(broker: PluginServices, metadata_log_dir_set: str | None) -> Qu
         node_id=config.node_id, voters=parse_voters(config.controller_quorum_voters),
         listener_name=config.controller_listener_names[0].strip().upper(),
         metadata_log_dir=directory, raft_config=raft,
-        idle_interval_ms=config.metadata_max_idle_interval_ms, logger=broker.log)
+        idle_interval_ms=config.metadata_max_idle_interval_ms, logger=broker.log,
+        session_timeout_ms=config.broker_session_timeout_ms,
+        heartbeat_interval_ms=config.broker_heartbeat_interval_ms)
 
 
 def _backend(broker: PluginServices, metadata_log_dir_set: str | None) -> KRaftMetadataBackend:

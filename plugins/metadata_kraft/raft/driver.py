@@ -37,7 +37,6 @@ from .actions import (
     Fatal,
     Flush,
     LeaderChanged,
-    NotLeaderError,
     PersistQuorumState,
     Respond,
     Send,
@@ -114,14 +113,23 @@ class RaftDriver:
         self._post(lambda now: self.node.on_request(request_id, request, now))
         return future
 
-    async def append(self, records: Sequence[bytes]) -> int:
-        """Append as leader (raises NotLeaderError); the offset of the last record."""
+    async def append(self, records: Sequence[bytes] | Callable[[int], Sequence[bytes]]
+                     ) -> int:
+        """Append as leader (raises NotLeaderError); the offset of the last record.
+        ``records`` may be a function of the offset the batch will land at, called in
+        the node's turn (no other append between: the controller's broker epochs are
+        that offset); what it raises is raised here, and nothing is appended when it
+        returns no records (-1)."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
         def event(now: int) -> list[Action]:
             try:
-                actions, last = self.node.append(records, now)
-            except NotLeaderError as e:
+                batch = records(self.log.end_offset) if callable(records) else records
+                if not batch:
+                    future.set_result(-1)
+                    return []
+                actions, last = self.node.append(batch, now)
+            except Exception as e:  # NotLeaderError, or the builder's own refusal
                 future.set_exception(e)
                 return []
             future.set_result(last)

@@ -1,8 +1,10 @@
 """A controller-only node (``process.roles=controller``) of a static quorum
 (``controller.quorum.voters``): the Raft node on Kafka's metadata log, its driver, the
 idle NoOp writer and the image replayed from committed records. It is the node's
-metadata backend; it has no broker duties yet, so every change a broker would ask for
-answers NOT_CONTROLLER (no broker listener reaches it anyway).
+metadata backend. While it leads, its :class:`~..controller.quorum_controller.QuorumController`
+is active and serves the brokers' requests on the controller listener
+(``controller/apis.py``); a change a broker listener would ask for answers NOT_CONTROLLER
+(no broker listener reaches this node).
 
 On disk, as Kafka's controller: ``<metadata.log.dir>/__cluster_metadata-0/`` holds the
 segments and ``quorum-state``; ``meta.properties`` ties the directory to a cluster id
@@ -24,7 +26,10 @@ from typing import Any, NoReturn
 from kernel.api.cluster import ClusterImage, ImageListener
 from kernel.api.errors import ErrorCode, KafkaError
 
-from ..image import MetadataDelta, empty_image
+from ..controller.quorum_controller import QuorumController
+from ..controller.state import ControllerState
+from ..image import MetadataDelta, RegisteredBroker, empty_image
+from ..log import MetadataLogError
 from ..properties import ensure_meta_properties
 from ..records.codec import RecordDecodeError, UnsupportedVersionError
 from ..records.schema import NoOpRecord
@@ -34,7 +39,7 @@ from . import quorum_store
 from .core import RaftNode
 from .driver import RaftDriver
 from .kafka_log import KafkaRaftLog
-from .state import RaftConfig, VoterSet
+from .state import Leader, RaftConfig, VoterSet
 
 __all__ = ["QuorumNode"]
 
@@ -48,7 +53,8 @@ class QuorumNode:
 
     def __init__(self, *, node_id: int, voters: dict[int, tuple[str, int]],
                  listener_name: str, metadata_log_dir: Path, raft_config: RaftConfig,
-                 idle_interval_ms: int, logger: Any) -> None:
+                 idle_interval_ms: int, logger: Any, session_timeout_ms: int = 9000,
+                 heartbeat_interval_ms: int = 2000) -> None:
         self.node_id = node_id
         self._voters = dict(voters)
         self.listener_name = listener_name
@@ -65,6 +71,12 @@ class QuorumNode:
         self._applied = 0  # the next offset to replay
         self._leader: int | None = None
         self._idle_task: asyncio.Task[None] | None = None
+        self._session_timeout_ms = session_timeout_ms
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        # Finalized features so far: a delta holds only those it replayed.
+        self._features: dict[str, int] = {}
+        self._replay_stopped = False
+        self.controller: QuorumController | None = None
 
     # -- what rpc.py needs ----------------------------------------------------------------
 
@@ -103,6 +115,14 @@ class QuorumNode:
             on_commit=self._on_commit, on_leader=self._on_leader,
             request_timeout_ms=self._config.request_timeout_ms,
             client_id=f"raft-client-{self.node_id}")
+        driver = self._driver
+        self.controller = QuorumController(
+            node_id=self.node_id, cluster_id=self.cluster_id, append=driver.append,
+            committed=self.committed_state, applied_offset=lambda: self._applied,
+            leads=lambda epoch: isinstance(driver.node.quorum.state, Leader)
+            and driver.node.quorum.epoch == epoch,
+            session_timeout_ms=self._session_timeout_ms,
+            heartbeat_interval_ms=self._heartbeat_interval_ms, logger=self._log)
         self._driver.start()
         if self._idle_interval_ms > 0:
             self._idle_task = loop.create_task(self._write_noops(), name="raft-idle-noop")
@@ -111,6 +131,8 @@ class QuorumNode:
                        log_end_offset=raft_log.end_offset, epoch=election.epoch)
 
     async def stop(self) -> None:
+        if self.controller is not None:
+            await self.controller.stop()
         if self._idle_task is not None:
             self._idle_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -137,32 +159,50 @@ class QuorumNode:
                        leader_id=-1 if leader_id is None else leader_id)
         self._publish(dataclasses.replace(
             self._image, controller_id=-1 if leader_id is None else leader_id))
+        driver = self._driver
+        if self.controller is not None and driver is not None:
+            state = driver.node.quorum.state
+            start = state.epoch_start_offset if isinstance(state, Leader) else -1
+            self.controller.on_leader(epoch, leader_id, start)
 
     def _on_commit(self, high_watermark: int) -> None:
         """Replay the committed batches (all below the high watermark) into the image."""
         raft_log, delta = self._raft_log, self._delta
         if raft_log is None or delta is None:
             return
+        self._replay_committed(raft_log, delta, high_watermark)
+        if self.controller is not None:
+            self.controller.on_commit(high_watermark)
+
+    def _replay_committed(self, raft_log: KafkaRaftLog, delta: MetadataDelta,
+                          high_watermark: int) -> None:
         replayed = False
-        while self._applied < high_watermark:
+        while self._applied < high_watermark and not self._replay_stopped:
             try:
                 batches = decode_batches(raft_log.read(self._applied, _READ_BYTES),
                                          allow_partial_tail=False)
-            except (RecordDecodeError, UnsupportedVersionError) as e:
-                self._log.error("a committed metadata batch cannot be replayed",
-                                offset=self._applied, reason=str(e))
+                batches = [b for b in batches if b.header.last_offset < high_watermark]
+                for batch in batches:
+                    for i, record in enumerate(batch.records):
+                        if isinstance(record, ApiMessageAndVersion):
+                            # The offset: a RegisterBrokerRecord's is what its broker
+                            # must replay before it is unfenced.
+                            delta.replay(record.message, batch.base_offset + i)
+                    self._applied = batch.header.last_offset + 1
+                    replayed = True
+            except (RecordDecodeError, UnsupportedVersionError, MetadataLogError) as e:
+                # Kafka's controller stops on such a fault; this node keeps its quorum
+                # duties but its image (and its controller) stay where they were.
+                self._log.error("a committed metadata batch cannot be replayed: the "
+                                "metadata image stops here", offset=self._applied,
+                                reason=str(e))
+                self._replay_stopped = True
                 return
-            batches = [b for b in batches if b.header.last_offset < high_watermark]
             if not batches:
                 break
-            for batch in batches:
-                for record in batch.records:
-                    if isinstance(record, ApiMessageAndVersion):
-                        delta.replay(record.message)
-            self._applied = batches[-1].header.last_offset + 1
-            replayed = True
         if replayed:
             image = delta.apply()
+            self._features.update(delta.features)
             self._delta = MetadataDelta(image, delta.next_producer_id,
                                         delta.scram_credentials, delta.acls,
                                         delta.client_quotas,
@@ -170,6 +210,14 @@ class QuorumNode:
                                         features=delta.features,
                                         broker_records=delta.broker_records)
             self._publish(image)
+
+    def committed_state(self) -> ControllerState:
+        """What the committed records say: the controller's state on activation."""
+        delta = self._delta
+        registrations: dict[int, RegisteredBroker] = {} if delta is None \
+            else dict(delta.broker_registrations)
+        return ControllerState(self._image, registrations, dict(self._features),
+                               0 if delta is None else delta.next_producer_id)
 
     def _publish(self, image: ClusterImage) -> None:
         old, self._image = self._image, image
