@@ -23,9 +23,11 @@ from kernel.api.config import (
     parse_voters,
     setting,
 )
+from kernel.api.handlers import ApiRegistry, register_handler_modules
 from kernel.api.hooks import hookimpl
 from kernel.api.services import LogDirError, lock_log_dir
 
+from . import update_features
 from .backend import KRaftMetadataBackend
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ class MetadataKraftPlugin:
     def __init__(self) -> None:
         self._settings = KRaftSettings()
         self._metadata_log_dir: str | None = None
+        self._backend: KRaftMetadataBackend | None = None
 
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
@@ -74,7 +77,20 @@ class MetadataKraftPlugin:
         if self._settings.metadata_log_dir:
             broker.log.warning(f"{DEPRECATED_LOG_DIR} is deprecated: set the top-level "
                                "metadata.log.dir (Kafka's name) instead")
-        return _backend(broker, self._metadata_log_dir)
+        self._backend = _backend(broker, self._metadata_log_dir)
+        return self._backend
+
+    @hookimpl
+    def kafkernel_register_apis(self, registry: ApiRegistry) -> None:
+        # UpdateFeatures is the controller's: served only where this plugin is.
+        register_handler_modules(registry, [update_features], self.feature_updater)
+
+    def feature_updater(self) -> update_features.UpdateFeatures:
+        """The backend's UpdateFeatures; a method (pluggy reads a plugin's attributes),
+        called per request, once listeners serve, so after the backend exists."""
+        if self._backend is None:
+            raise RuntimeError("the metadata_kraft backend has not been created")
+        return self._backend.update_features
 
 
 def check_single_voter(config: BrokerConfig) -> None:

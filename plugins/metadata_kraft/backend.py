@@ -10,6 +10,7 @@ commit; a replicated quorum would wait for a majority at the same point.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import uuid
@@ -29,6 +30,7 @@ from kernel.api.cluster import (
     ClusterImage,
     ElectionType,
     ImageListener,
+    MetadataHealth,
     NewTopic,
     PartitionOutcome,
     PartitionState,
@@ -52,10 +54,17 @@ from kernel.api.controller import (
 from kernel.api.errors import ErrorCode, KafkaError
 
 from .convert import convert_legacy_log
+from .features import (
+    METADATA_VERSION,
+    METADATA_VERSION_LEVEL,
+    SUPPORTED_FEATURES,
+    feature_level_records,
+)
 from .image import (
     CLUSTER_DEFAULT_BROKER,
     ConfigResourceType,
     MetadataDelta,
+    RegisteredBroker,
     SecurityProtocol,
     broker_resource_name,
     empty_image,
@@ -65,6 +74,7 @@ from .properties import ensure_meta_properties
 from .records.schema import (
     AccessControlEntryRecord,
     BrokerEndpoint,
+    BrokerFeature,
     ClientQuotaRecord,
     ConfigRecord,
     EntityData,
@@ -90,9 +100,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # next image in a worker thread, not on the event loop.
 _RECORDS_REPLAYED_ON_LOOP = 200
 MAX_PRODUCER_ID = 2**63 - 1
-# metadata.version a new cluster is bootstrapped at: 4.3-IV0, as Kafka 4.3.1's
-# `kafka-storage format` finalizes it.
-METADATA_VERSION = 30
 # DirectoryId.UNASSIGNED: a new replica of a broker with several log dirs, until the
 # broker says where it lives.
 UNASSIGNED_DIR = uuid.UUID(int=1)
@@ -118,6 +125,8 @@ class KRaftMetadataBackend:
     :param rng: randomness of replica placement (tests pass a seeded one).
     :param lock_fd: the ``.lock`` held on a metadata log dir outside ``log.dirs``;
         closed (released) by ``stop()``.
+    :param supported_features: feature name -> (min, max) level this node supports
+        (``features.SUPPORTED_FEATURES``; tests widen it to exercise upgrades).
     """
 
     def __init__(
@@ -130,6 +139,7 @@ class KRaftMetadataBackend:
         logger: Any = None,
         rng: random.Random | None = None,
         lock_fd: int | None = None,
+        supported_features: Mapping[str, tuple[int, int]] = SUPPORTED_FEATURES,
     ) -> None:
         if registration.node_id != node_id:
             raise ValueError(
@@ -156,6 +166,9 @@ class KRaftMetadataBackend:
         self._acls: Mapping[uuid.UUID, AclBinding] = MappingProxyType({})
         self._client_quotas: Mapping[QuotaEntity, QuotaValues] = MappingProxyType({})
         self._lock_fd = lock_fd
+        self._supported_features = MappingProxyType(dict(supported_features))
+        # broker id -> the controller's view of its registration (image.RegisteredBroker)
+        self._broker_registrations: dict[int, RegisteredBroker] = {}
 
     # -- reading ----------------------------------------------------------------
 
@@ -206,7 +219,7 @@ class KRaftMetadataBackend:
 
     def _load(self, cluster_id: str) -> ClusterImage:
         """Replay the whole log into one image, then begin this start's epoch (blocking)."""
-        convert_legacy_log(self._metadata_log_dir, self._node_id, METADATA_VERSION,
+        convert_legacy_log(self._metadata_log_dir, self._node_id, METADATA_VERSION_LEVEL,
                            self._default_dir, self._log)
         batches = self._metadata_log.open()
         try:
@@ -215,8 +228,8 @@ class KRaftMetadataBackend:
             self._metadata_log.begin_epoch()
             if not delta.features:
                 # A new cluster: Kafka's bootstrap records come first.
-                bootstrap = [FeatureLevelRecord(name="metadata.version",
-                                                feature_level=METADATA_VERSION)]
+                bootstrap = [FeatureLevelRecord(name=METADATA_VERSION,
+                                                feature_level=METADATA_VERSION_LEVEL)]
                 for record in bootstrap:
                     delta.replay(record)
                 self._metadata_log.append_blocking([versioned(r) for r in bootstrap])
@@ -224,7 +237,8 @@ class KRaftMetadataBackend:
             self._scram_credentials = delta.scram_credentials
             self._acls = delta.acls
             self._client_quotas = delta.client_quotas
-            return delta.apply()
+            self._broker_registrations = delta.broker_registrations
+            return self._at_log_end(delta.apply())
         except BaseException:
             self._metadata_log.close()
             raise
@@ -261,7 +275,7 @@ class KRaftMetadataBackend:
 
     async def _commit(self, records: list[Message]) -> ClusterImage:
         delta = MetadataDelta(self._image, self._next_producer_id, self._scram_credentials,
-                              self._acls, self._client_quotas)
+                              self._acls, self._client_quotas, self._broker_registrations)
 
         def replay() -> ClusterImage:
             for record in records:
@@ -279,8 +293,14 @@ class KRaftMetadataBackend:
         self._scram_credentials = delta.scram_credentials
         self._acls = delta.acls
         self._client_quotas = delta.client_quotas
+        self._broker_registrations = delta.broker_registrations
+        image = self._at_log_end(image)
         self._publish(image)
         return image
+
+    def _at_log_end(self, image: ClusterImage) -> ClusterImage:
+        """``image`` as of the log's last offset (its FinalizedFeaturesEpoch)."""
+        return dataclasses.replace(image, metadata_offset=self._metadata_log.next_offset - 1)
 
     def _publish(self, image: ClusterImage) -> None:
         previous, self._image = self._image, image
@@ -315,6 +335,10 @@ class KRaftMetadataBackend:
                 fenced=False,  # the single node serves at once
                 log_dirs=self._dir_ids if own else (),
                 cordoned_log_dirs=(),
+                features=tuple(
+                    BrokerFeature(name=name, min_supported_version=low,
+                                  max_supported_version=high)
+                    for name, (low, high) in self._supported_features.items()) if own else (),
             )])
             return epoch
 
@@ -326,6 +350,36 @@ class KRaftMetadataBackend:
         if broker_id == self._node_id and len(self._dir_ids) == 1:
             return self._dir_ids[0]
         return UNASSIGNED_DIR
+
+    # -- features and health ----------------------------------------------------
+
+    def supported_features(self) -> Mapping[str, tuple[int, int]]:
+        """Feature name -> (min, max) level this node supports (ApiVersions)."""
+        return self._supported_features
+
+    async def update_features(
+        self, updates: Mapping[str, tuple[int, int]], validate_only: bool,
+    ) -> None:
+        """Kafka's UpdateFeatures: ``updates`` is name -> (level, upgrade type); checked
+        as FeatureControlManager does (INVALID_UPDATE_VERSION in its words), then, unless
+        ``validate_only``, committed as FeatureLevelRecords in one batch."""
+
+        async def update() -> None:
+            records = feature_level_records(
+                self._image.finalized_features, updates, node_id=self._node_id,
+                supported=self._supported_features,
+                brokers={b: r.features for b, r in self._broker_registrations.items()})
+            if records and not validate_only:
+                await self._commit(list(records))
+
+        await self._serialized(update)
+
+    def metadata_health(self) -> MetadataHealth:
+        """A single node: its quorum is itself, reachable once started, and it is the
+        active controller."""
+        return MetadataHealth(
+            connected=self._started, active_controller=True,
+            fenced_brokers=sum(b.fenced for b in self._image.brokers.values()))
 
     # -- producer ids -----------------------------------------------------------
 
@@ -559,7 +613,8 @@ class KRaftMetadataBackend:
         for topic, partition in dict.fromkeys(partitions):
             try:
                 state = election_partition(image, topic, partition)
-                leader, isr = requested_election(state, election_type, image.brokers)
+                leader, isr = requested_election(state, election_type,
+                                                 image.active_brokers)
             except KafkaError as e:
                 results[(topic, partition)] = PartitionOutcome.of(e)
                 continue
@@ -617,7 +672,7 @@ def _partition_record(
     image: ClusterImage, topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...],
     default_dir: Callable[[int], uuid.UUID],
 ) -> PartitionRecord:
-    leader, isr = initial_state(replicas, image.brokers) or (NO_LEADER, ())
+    leader, isr = initial_state(replicas, image.active_brokers) or (NO_LEADER, ())
     return PartitionRecord(
         topic_id=topic_id, partition_id=partition, replicas=replicas, isr=isr,
         leader=leader, leader_epoch=0, partition_epoch=0,

@@ -186,7 +186,8 @@ class MetadataDelta:
         self._removed: set[uuid.UUID] = set()
         # Names created or removed in this delta (None: removed), over base.topics.
         self._names: dict[str, uuid.UUID | None] = {}
-        # Finalized feature levels (KRaft's FeaturesImage): metadata.version first.
+        # The FeatureLevelRecords this delta replayed (level 0: disabled); the image's
+        # finalized_features are the base's with these applied.
         self.features: dict[str, int] = {}
 
     # -- lookups over base + delta -------------------------------------------
@@ -305,7 +306,8 @@ class MetadataDelta:
             record.broker_id,
             tuple(BrokerEndpoint(e.name, e.host, e.port, _protocol_name(e.security_protocol))
                   for e in record.end_points),
-            record.rack,
+            record.rack, fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
         )
 
     def _track_registration(self, record: RegisterBrokerRecord, offset: int | None) -> None:
@@ -351,6 +353,18 @@ class MetadataDelta:
             cordoned_log_dirs=(current.cordoned_log_dirs if cordoned_log_dirs is None
                                else cordoned_log_dirs),
             log_dirs=current.log_dirs if log_dirs is None else log_dirs)
+        self._set_broker_flags(broker_id, now_fenced, shutting_down)
+
+    def _set_broker_flags(self, broker_id: int, fenced: bool,
+                          in_controlled_shutdown: bool) -> None:
+        """The kernel image's copy of a registration's fencing and shutdown flags."""
+        if self._brokers is None:
+            self._brokers = dict(self._base.brokers)
+        broker = self._brokers.get(broker_id)
+        if broker is not None and (broker.fenced, broker.in_controlled_shutdown) != (
+                fenced, in_controlled_shutdown):
+            self._brokers[broker_id] = dataclasses.replace(
+                broker, fenced=fenced, in_controlled_shutdown=in_controlled_shutdown)
 
     def _replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
         self._registration(record, record.broker_id, record.broker_epoch)
@@ -460,6 +474,12 @@ class MetadataDelta:
                 by_id[topic_id] = image
                 by_name[image.name] = image
             topics, topics_by_id = MappingProxyType(by_name), MappingProxyType(by_id)
+        features = base.finalized_features
+        if self.features:
+            # As KRaft's FeaturesDelta: a level of 0 removes the feature.
+            changed = {**features, **self.features}
+            features = MappingProxyType(
+                {name: level for name, level in sorted(changed.items()) if level > 0})
         return ClusterImage(
             cluster_id=base.cluster_id,
             controller_id=base.controller_id,
@@ -467,4 +487,6 @@ class MetadataDelta:
             topics=topics,
             topics_by_id=topics_by_id,
             broker_configs=broker_configs,
+            finalized_features=features,
+            metadata_offset=base.metadata_offset,
         )
