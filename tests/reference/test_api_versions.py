@@ -198,10 +198,11 @@ def test_every_advertised_key_has_conformance_cases() -> None:
         test_conformance_quotas,
         test_conformance_topics,
         test_conformance_txn,
+        test_feature_levels,
     )
     modules = (test_conformance_cluster, test_conformance_groups, test_conformance_log,
                test_conformance_markers, test_conformance_topics, test_conformance_txn)
-    covered = {API_VERSIONS, *test_conformance_quotas.KEYS} | {
+    covered = {API_VERSIONS, *test_conformance_quotas.KEYS, *test_feature_levels.KEYS} | {
         key for module in modules for key, _ in module.CASES}
     assert covered >= set(ADVERTISED)
 
