@@ -360,11 +360,12 @@ class MetadataDelta:
         """The kernel image's copy of a registration's fencing and shutdown flags."""
         if self._brokers is None:
             self._brokers = dict(self._base.brokers)
-        broker = self._brokers.get(broker_id)
-        if broker is not None and (broker.fenced, broker.in_controlled_shutdown) != (
+        registered = self._brokers.get(broker_id)
+        if registered is not None and (
+                registered.fenced, registered.in_controlled_shutdown) != (
                 fenced, in_controlled_shutdown):
             self._brokers[broker_id] = dataclasses.replace(
-                broker, fenced=fenced, in_controlled_shutdown=in_controlled_shutdown)
+                registered, fenced=fenced, in_controlled_shutdown=in_controlled_shutdown)
 
     def _replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
         self._registration(record, record.broker_id, record.broker_epoch)
