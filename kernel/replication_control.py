@@ -564,4 +564,11 @@ def check_alter_partition(
             ErrorCode.ineligible_replica,
             f"ISR of {where} includes unregistered brokers {unregistered}.",
         )
+    # ReplicationControlManager.ineligibleReplicasForIsr: fenced or shutting down.
+    inactive = [r for r in isr if not image.brokers[r].active]
+    if inactive:
+        raise KafkaError(
+            ErrorCode.ineligible_replica,
+            f"ISR of {where} includes fenced or shutting down brokers {inactive}.",
+        )
     return current

@@ -12,9 +12,13 @@ from types import MappingProxyType
 
 import pytest
 
-from kernel.cluster import BrokerRegistration, ClusterImage, NewTopic
+from kernel.cluster import BrokerRegistration, ClusterImage, NewTopic, PartitionState, TopicImage
 from kernel.protocol.errors import ErrorCode, KafkaError
-from kernel.replication_control import added_partitions_assignment, new_topic_assignment
+from kernel.replication_control import (
+    added_partitions_assignment,
+    check_alter_partition,
+    new_topic_assignment,
+)
 from plugins.metadata_kraft import KRaftMetadataBackend
 from plugins.metadata_kraft.features import (
     SUPPORTED_FEATURES,
@@ -132,6 +136,17 @@ def test_no_active_broker_is_invalid_replication_factor() -> None:
     assert info.value.message == ("All brokers specified in the manual partition "
                                   "assignment for partition 0 are fenced or in controlled "
                                   "shutdown.")
+
+
+def test_an_isr_may_not_take_a_fenced_or_shutting_down_broker() -> None:
+    image = brokers({2}, frozenset({3}))
+    t = TopicImage("t", uuid.uuid4(), {0: PartitionState(0, (1, 2, 3), (1,), 1)})
+    image = ClusterImage("c", 1, image.brokers, {"t": t}, {t.topic_id: t})
+    assert check_alter_partition(image, "t", 0, (1,), 0, 0).isr == (1,)
+    for isr in ((1, 2), (1, 3)):
+        with pytest.raises(KafkaError) as info:
+            check_alter_partition(image, "t", 0, isr, 0, 0)
+        assert info.value.error_code == ErrorCode.ineligible_replica
 
 
 # -- UpdateFeatures' checks (messages as Kafka 4.3.1's reference answered them) ------------
