@@ -36,7 +36,13 @@ class BrokerEndpoint:
 class BrokerRegistration:
     """A registered broker. ``host``/``port``/``listener_name`` are its first endpoint;
     ``endpoints`` holds every advertised listener (the first one alone when not given),
-    so each client is answered with the listener it came in on."""
+    so each client is answered with the listener it came in on.
+
+    ``fenced`` and ``in_controlled_shutdown`` are KRaft's BrokerRegistration flags (a
+    ZooKeeper broker is never either): a fenced broker stays registered but is left out
+    of Metadata and DescribeCluster (KRaftMetadataCache.getAliveBrokerNodes), and only an
+    *active* broker, unfenced and not shutting down, may lead or join an ISR
+    (ClusterControlManager.isActive)."""
 
     node_id: int
     host: str
@@ -44,6 +50,8 @@ class BrokerRegistration:
     rack: str | None = None
     listener_name: str = "PLAINTEXT"
     endpoints: tuple[BrokerEndpoint, ...] = ()
+    fenced: bool = False
+    in_controlled_shutdown: bool = False
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -52,9 +60,16 @@ class BrokerRegistration:
 
     @classmethod
     def of(cls, node_id: int, endpoints: tuple[BrokerEndpoint, ...],
-           rack: str | None = None) -> BrokerRegistration:
+           rack: str | None = None, *, fenced: bool = False,
+           in_controlled_shutdown: bool = False) -> BrokerRegistration:
         first = endpoints[0]
-        return cls(node_id, first.host, first.port, rack, first.listener_name, endpoints)
+        return cls(node_id, first.host, first.port, rack, first.listener_name, endpoints,
+                   fenced, in_controlled_shutdown)
+
+    @property
+    def active(self) -> bool:
+        """Unfenced and not in controlled shutdown: may be elected or placed as leader."""
+        return not self.fenced and not self.in_controlled_shutdown
 
     def endpoint(self, listener_name: str) -> BrokerEndpoint | None:
         """The endpoint of ``listener_name``, or None: Kafka leaves a broker without the
@@ -118,6 +133,25 @@ class ClusterImage:
     topics_by_id: Mapping[uuid.UUID, TopicImage]
     # Dynamic broker configs: broker id -> {name: value}; key -1 holds cluster defaults.
     broker_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    # Finalized feature levels (KIP-584: metadata.version, group.version...), levels
+    # above 0 only, as KRaft's FeaturesImage; ZooKeeper finalizes none.
+    finalized_features: Mapping[str, int] = field(default_factory=dict)
+    # The metadata log offset this image reflects (KRaft's image provenance), which
+    # ApiVersions answers as FinalizedFeaturesEpoch; -1 without a metadata log.
+    metadata_offset: int = -1
+
+    @property
+    def alive_brokers(self) -> Mapping[int, BrokerRegistration]:
+        """The unfenced brokers: those Metadata and DescribeCluster list."""
+        if not any(b.fenced for b in self.brokers.values()):
+            return self.brokers
+        return {i: b for i, b in self.brokers.items() if not b.fenced}
+
+    @property
+    def active_brokers(self) -> frozenset[int]:
+        """Ids of the brokers an election or a new partition may choose as leader or
+        ISR member: unfenced and not in controlled shutdown."""
+        return frozenset(i for i, b in self.brokers.items() if b.active)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics.get(name)

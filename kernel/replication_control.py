@@ -123,8 +123,10 @@ def _assign_rack_aware(racks: Mapping[int, str], partitions: int, replication_fa
     return assignment
 
 
-def broker_racks(image: ClusterImage) -> dict[int, str | None]:
-    return {b.node_id: b.rack for b in image.brokers.values()}
+def broker_racks(image: ClusterImage, among: Collection[int] | None = None
+                 ) -> dict[int, str | None]:
+    return {b.node_id: b.rack for b in image.brokers.values()
+            if among is None or b.node_id in among}
 
 
 # Leader elections, as Kafka's controller runs them (PartitionLeaderElectionAlgorithms),
@@ -427,19 +429,58 @@ def new_topic_assignment(
             )
         assignment = [tuple(topic.assignments[p]) for p in ids]
         check_manual_assignment(assignment, image, replication_factor=None)
+        active = image.active_brokers
+        for p in ids:
+            if not active.intersection(topic.assignments[p]):
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    "All brokers specified in the manual partition assignment for "
+                    f"partition {p} are fenced or in controlled shutdown.")
         return assignment
     if topic.num_partitions < 1:
         raise KafkaError(
             ErrorCode.invalid_partitions,
             "Number of partitions was set to an invalid non-positive value.",
         )
-    brokers = sorted(image.brokers)
-    check_replication_factor(topic.replication_factor, len(brokers))
-    return assign_replicas(
+    brokers = placement_brokers(image, topic.replication_factor)
+    return leaders_active(image, assign_replicas(
         brokers, topic.num_partitions, topic.replication_factor,
         start_index=rng.randrange(len(brokers)), replica_shift=rng.randrange(len(brokers)),
-        racks=broker_racks(image),
-    )
+        racks=broker_racks(image, brokers),
+    ))
+
+
+def placement_brokers(image: ClusterImage, replication_factor: int) -> list[int]:
+    """The brokers new replicas go to, sorted: the active ones (unfenced, not shutting
+    down) when there are enough of them, else every registered broker, as Kafka's
+    StripedReplicaPlacer turns to fenced brokers only once the unfenced run out. None
+    active is Kafka's INVALID_REPLICATION_FACTOR."""
+    check_replication_factor(replication_factor, len(image.brokers))
+    active = sorted(image.active_brokers)
+    if not active:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {replication_factor} time(s): All brokers "
+            "are currently fenced.")
+    return active if len(active) >= replication_factor else sorted(image.brokers)
+
+
+def leaders_active(image: ClusterImage, assignment: list[tuple[int, ...]]
+                   ) -> list[tuple[int, ...]]:
+    """Each partition's first active replica moved to the front, so the preferred
+    leader is never a fenced broker (Kafka's placer picks the first replica among the
+    unfenced); a partition of fenced brokers only is Kafka's INVALID_REPLICATION_FACTOR."""
+    active = image.active_brokers
+    placed: list[tuple[int, ...]] = []
+    for replicas in assignment:
+        first = next((r for r in replicas if r in active), None)
+        if first is None:
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {len(replicas)} time(s): All brokers "
+                "are currently fenced or in controlled shutdown.")
+        placed.append((first, *(r for r in replicas if r != first)))
+    return placed
 
 
 def added_partitions_assignment(
@@ -469,15 +510,14 @@ def added_partitions_assignment(
         new_assignment = [tuple(replicas) for replicas in assignments]
         check_manual_assignment(new_assignment, image, replication_factor)
         return new_assignment
-    brokers = sorted(image.brokers)
-    check_replication_factor(replication_factor, len(brokers))
+    brokers = placement_brokers(image, replication_factor)
     start = next((i for i, b in enumerate(brokers) if b >= first_replicas[0]), None)
     if start is None:
         start = rng.randrange(len(brokers))
-    return assign_replicas(
+    return leaders_active(image, assign_replicas(
         brokers, added, replication_factor, start_index=start, replica_shift=start,
-        first_partition=count, racks=broker_racks(image),
-    )
+        first_partition=count, racks=broker_racks(image, brokers),
+    ))
 
 
 # AlterPartition (KIP-497): a leader's change of its partition's ISR.
@@ -523,5 +563,12 @@ def check_alter_partition(
         raise KafkaError(
             ErrorCode.ineligible_replica,
             f"ISR of {where} includes unregistered brokers {unregistered}.",
+        )
+    # ReplicationControlManager.ineligibleReplicasForIsr: fenced or shutting down.
+    inactive = [r for r in isr if not image.brokers[r].active]
+    if inactive:
+        raise KafkaError(
+            ErrorCode.ineligible_replica,
+            f"ISR of {where} includes fenced or shutting down brokers {inactive}.",
         )
     return current

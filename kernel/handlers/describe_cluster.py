@@ -45,15 +45,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     operations = OPS_NOT_REQUESTED
     if request.include_cluster_authorized_operations:
         operations = _authorized_operations(ctx)
-    # Kafkernel brokers are never fenced while registered, so include_fenced_brokers
-    # (v2) changes nothing and is_fenced is always false.
     # The endpoints of the client's listener; a broker without one is left out (Kafka's
-    # getAliveBrokerNodes(listenerName)).
+    # getAliveBrokerNodes(listenerName)), and so is a fenced one unless v2's
+    # include_fenced_brokers asks for them (KIP-1073).
     listener = ctx.session.listener_name
+    listed = (image.brokers if getattr(request, "include_fenced_brokers", False)
+              else image.alive_brokers)
     brokers = tuple(
         make(m.DescribeClusterBroker, broker_id=b.node_id, host=e.host, port=e.port,
-             rack=b.rack, is_fenced=False)
-        for b in image.brokers.values() if (e := b.endpoint(listener)) is not None
+             rack=b.rack, is_fenced=b.fenced)
+        for b in listed.values() if (e := b.endpoint(listener)) is not None
     )
     return make(
         m.DescribeClusterResponse,

@@ -193,13 +193,13 @@ def _response(ctx: RequestContext, request: Any, image: ClusterImage, entries: l
     cluster_ops = OPS_NOT_REQUESTED
     if getattr(request, "include_cluster_authorized_operations", False):  # v8-10
         cluster_ops = authorized_operations(ctx, "CLUSTER", CLUSTER_NAME)
-    # Each client sees the brokers' endpoints of the listener it came in on, and no
-    # broker without one, as Kafka's getAliveBrokerNodes(listenerName).
+    # Each client sees the unfenced brokers' endpoints of the listener it came in on,
+    # and no broker without one, as Kafka's getAliveBrokerNodes(listenerName).
     listener = ctx.session.listener_name
     brokers = tuple(
         make(m.MetadataResponseBroker, node_id=b.node_id, host=e.host, port=e.port,
              rack=b.rack)
-        for b in image.brokers.values() if (e := b.endpoint(listener)) is not None
+        for b in image.alive_brokers.values() if (e := b.endpoint(listener)) is not None
     )
     return make(
         m.MetadataResponse,

@@ -23,12 +23,12 @@ from kernel.api.config import (
     parse_voters,
     setting,
 )
-from kernel.api.handlers import ApiRegistry
+from kernel.api.handlers import ApiRegistry, register_handler_modules
 from kernel.api.hooks import hookimpl
 from kernel.api.log import PluginLogConfig
 from kernel.api.services import LogDirError, lock_log_dir
 
-from . import migrate, storage
+from . import migrate, storage, update_features
 from .backend import KRaftMetadataBackend
 from .controller import apis as controller_apis
 from .raft import rpc
@@ -64,6 +64,7 @@ class MetadataKraftPlugin:
         # process.roles=controller with static voters: this node runs the Raft quorum.
         self._controller_only = False
         self._quorum: QuorumNode | None = None
+        self._backend: KRaftMetadataBackend | None = None
 
     @hookimpl
     def kafkernel_config_schema(self) -> ConfigSchema:
@@ -92,6 +93,10 @@ class MetadataKraftPlugin:
             rpc.register(registry, lambda: self._quorum)
             controller_apis.register(
                 registry, lambda: None if self._quorum is None else self._quorum.controller)
+            return
+        # UpdateFeatures is the controller's: served only where this plugin is (the
+        # single node; a controller quorum does not take it yet).
+        register_handler_modules(registry, [update_features], self.feature_updater)
 
     @hookimpl
     def kafkernel_metadata_backend(
@@ -102,7 +107,15 @@ class MetadataKraftPlugin:
         if self._controller_only:
             self._quorum = _quorum_node(broker, self._metadata_log_dir)
             return self._quorum
-        return _backend(broker, self._metadata_log_dir)
+        self._backend = _backend(broker, self._metadata_log_dir)
+        return self._backend
+
+    def feature_updater(self) -> update_features.UpdateFeatures:
+        """The backend's UpdateFeatures; a method (pluggy reads a plugin's attributes),
+        called per request, once listeners serve, so after the backend exists."""
+        if self._backend is None:
+            raise RuntimeError("the metadata_kraft backend has not been created")
+        return self._backend.update_features
 
 
 def check_single_voter(config: BrokerConfig) -> None:

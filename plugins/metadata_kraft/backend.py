@@ -10,11 +10,13 @@ commit; a replicated quorum would wait for a majority at the same point.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import structlog
@@ -28,6 +30,7 @@ from kernel.api.cluster import (
     ClusterImage,
     ElectionType,
     ImageListener,
+    MetadataHealth,
     NewTopic,
     PartitionOutcome,
     PartitionState,
@@ -52,6 +55,12 @@ from kernel.api.errors import ErrorCode, KafkaError
 from kernel.api.log import PluginLogConfig
 
 from .convert import convert_legacy_log
+from .features import (
+    METADATA_VERSION,
+    METADATA_VERSION_LEVEL,
+    SUPPORTED_FEATURES,
+    feature_level_records,
+)
 from .image import (
     CLUSTER_DEFAULT_BROKER,
     ConfigResourceType,
@@ -66,6 +75,7 @@ from .properties import ensure_meta_properties
 from .records.schema import (
     AccessControlEntryRecord,
     BrokerEndpoint,
+    BrokerFeature,
     ClientQuotaRecord,
     ConfigRecord,
     EntityData,
@@ -93,9 +103,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # next image in a worker thread, not on the event loop.
 _RECORDS_REPLAYED_ON_LOOP = 200
 MAX_PRODUCER_ID = 2**63 - 1
-# metadata.version a new cluster is bootstrapped at: 4.3-IV0, as Kafka 4.3.1's
-# `kafka-storage format` finalizes it.
-METADATA_VERSION = 30
 # DirectoryId.UNASSIGNED: a new replica of a broker with several log dirs, until the
 # broker says where it lives.
 UNASSIGNED_DIR = uuid.UUID(int=1)
@@ -123,6 +130,8 @@ class KRaftMetadataBackend:
         closed (released) by ``stop()``.
     :param snapshot_policy: when snapshots are taken and how long old ones are kept.
     :param log_config: segment settings of the metadata log.
+    :param supported_features: feature name -> (min, max) level this node supports
+        (``features.SUPPORTED_FEATURES``; tests widen it to exercise upgrades).
     """
 
     def __init__(
@@ -137,6 +146,7 @@ class KRaftMetadataBackend:
         lock_fd: int | None = None,
         snapshot_policy: SnapshotPolicy | None = None,
         log_config: PluginLogConfig | None = None,
+        supported_features: Mapping[str, tuple[int, int]] = SUPPORTED_FEATURES,
     ) -> None:
         if registration.node_id != node_id:
             raise ValueError(
@@ -166,6 +176,7 @@ class KRaftMetadataBackend:
         # The committed state: the image and what only the controller keeps.
         self._state = MetadataState.empty("", node_id)
         self._lock_fd = lock_fd
+        self._supported_features = MappingProxyType(dict(supported_features))
 
     # -- reading ----------------------------------------------------------------
 
@@ -219,7 +230,7 @@ class KRaftMetadataBackend:
     def _load(self, cluster_id: str) -> MetadataState:
         """Replay the latest snapshot and the log after it into one state, then begin
         this start's epoch (blocking)."""
-        convert_legacy_log(self._metadata_log_dir, self._node_id, METADATA_VERSION,
+        convert_legacy_log(self._metadata_log_dir, self._node_id, METADATA_VERSION_LEVEL,
                            self._default_dir, self._log)
         state, snapshot = self._snapshotter.load(MetadataState.empty(cluster_id, self._node_id))
         batches = self._metadata_log.open(snapshot.end_offset if snapshot else 0)
@@ -231,11 +242,11 @@ class KRaftMetadataBackend:
                 # A new cluster: the bootstrap records (`kafkernel storage format`'s
                 # bootstrap.checkpoint, else metadata.version alone) come first.
                 bootstrap = read_bootstrap_records(self._metadata_log_dir) or [
-                    FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)]
+                    FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL)]
                 for record in bootstrap:
                     delta.replay(record)
                 self._metadata_log.append_blocking([versioned(r) for r in bootstrap])
-            return MetadataState.of(delta, delta.apply())
+            return MetadataState.of(delta, self._at_log_end(delta.apply()))
         except BaseException:
             self._metadata_log.close()
             raise
@@ -290,6 +301,7 @@ class KRaftMetadataBackend:
         else:
             image = replay()
         await self._metadata_log.append([versioned(r) for r in records])
+        image = self._at_log_end(image)
         self._state = MetadataState.of(delta, image)
         self._publish(image)
         self._maybe_snapshot()
@@ -337,6 +349,10 @@ class KRaftMetadataBackend:
         if self._started and self._metadata_log.bytes_since_snapshot > 0:
             self._maybe_snapshot()
 
+    def _at_log_end(self, image: ClusterImage) -> ClusterImage:
+        """``image`` as of the log's last offset (its FinalizedFeaturesEpoch)."""
+        return dataclasses.replace(image, metadata_offset=self._metadata_log.next_offset - 1)
+
     def _publish(self, image: ClusterImage) -> None:
         previous, self._image = self._image, image
         for listener in tuple(self._listeners):
@@ -370,6 +386,10 @@ class KRaftMetadataBackend:
                 fenced=False,  # the single node serves at once
                 log_dirs=self._dir_ids if own else (),
                 cordoned_log_dirs=(),
+                features=tuple(
+                    BrokerFeature(name=name, min_supported_version=low,
+                                  max_supported_version=high)
+                    for name, (low, high) in self._supported_features.items()) if own else (),
             )])
             return epoch
 
@@ -381,6 +401,36 @@ class KRaftMetadataBackend:
         if broker_id == self._node_id and len(self._dir_ids) == 1:
             return self._dir_ids[0]
         return UNASSIGNED_DIR
+
+    # -- features and health ----------------------------------------------------
+
+    def supported_features(self) -> Mapping[str, tuple[int, int]]:
+        """Feature name -> (min, max) level this node supports (ApiVersions)."""
+        return self._supported_features
+
+    async def update_features(
+        self, updates: Mapping[str, tuple[int, int]], validate_only: bool,
+    ) -> None:
+        """Kafka's UpdateFeatures: ``updates`` is name -> (level, upgrade type); checked
+        as FeatureControlManager does (INVALID_UPDATE_VERSION in its words), then, unless
+        ``validate_only``, committed as FeatureLevelRecords in one batch."""
+
+        async def update() -> None:
+            records = feature_level_records(
+                self._image.finalized_features, updates, node_id=self._node_id,
+                supported=self._supported_features,
+                brokers={b: r.features for b, r in self._state.broker_registrations.items()})
+            if records and not validate_only:
+                await self._commit(list(records))
+
+        await self._serialized(update)
+
+    def metadata_health(self) -> MetadataHealth:
+        """A single node: its quorum is itself, reachable once started, and it is the
+        active controller."""
+        return MetadataHealth(
+            connected=self._started, active_controller=True,
+            fenced_brokers=sum(b.fenced for b in self._image.brokers.values()))
 
     # -- producer ids -----------------------------------------------------------
 
@@ -614,7 +664,8 @@ class KRaftMetadataBackend:
         for topic, partition in dict.fromkeys(partitions):
             try:
                 state = election_partition(image, topic, partition)
-                leader, isr = requested_election(state, election_type, image.brokers)
+                leader, isr = requested_election(state, election_type,
+                                                 image.active_brokers)
             except KafkaError as e:
                 results[(topic, partition)] = PartitionOutcome.of(e)
                 continue
@@ -672,7 +723,7 @@ def _partition_record(
     image: ClusterImage, topic_id: uuid.UUID, partition: int, replicas: tuple[int, ...],
     default_dir: Callable[[int], uuid.UUID],
 ) -> PartitionRecord:
-    leader, isr = initial_state(replicas, image.brokers) or (NO_LEADER, ())
+    leader, isr = initial_state(replicas, image.active_brokers) or (NO_LEADER, ())
     return PartitionRecord(
         topic_id=topic_id, partition_id=partition, replicas=replicas, isr=isr,
         leader=leader, leader_epoch=0, partition_epoch=0,

@@ -312,7 +312,8 @@ class MetadataDelta:
             record.broker_id,
             tuple(BrokerEndpoint(e.name, e.host, e.port, _protocol_name(e.security_protocol))
                   for e in record.end_points),
-            record.rack,
+            record.rack, fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
         )
 
     def _track_registration(self, record: RegisterBrokerRecord, offset: int | None) -> None:
@@ -358,6 +359,19 @@ class MetadataDelta:
             cordoned_log_dirs=(current.cordoned_log_dirs if cordoned_log_dirs is None
                                else cordoned_log_dirs),
             log_dirs=current.log_dirs if log_dirs is None else log_dirs)
+        self._set_broker_flags(broker_id, now_fenced, shutting_down)
+
+    def _set_broker_flags(self, broker_id: int, fenced: bool,
+                          in_controlled_shutdown: bool) -> None:
+        """The kernel image's copy of a registration's fencing and shutdown flags."""
+        if self._brokers is None:
+            self._brokers = dict(self._base.brokers)
+        registered = self._brokers.get(broker_id)
+        if registered is not None and (
+                registered.fenced, registered.in_controlled_shutdown) != (
+                fenced, in_controlled_shutdown):
+            self._brokers[broker_id] = dataclasses.replace(
+                registered, fenced=fenced, in_controlled_shutdown=in_controlled_shutdown)
 
     def _replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
         self._registration(record, record.broker_id, record.broker_epoch)
@@ -467,6 +481,12 @@ class MetadataDelta:
                 by_id[topic_id] = image
                 by_name[image.name] = image
             topics, topics_by_id = MappingProxyType(by_name), MappingProxyType(by_id)
+        features = base.finalized_features
+        if self.features:
+            # As KRaft's FeaturesDelta: a level of 0 removes the feature.
+            changed = {**features, **self.features}
+            features = MappingProxyType(
+                {name: level for name, level in sorted(changed.items()) if level > 0})
         return ClusterImage(
             cluster_id=base.cluster_id,
             controller_id=base.controller_id,
@@ -474,4 +494,6 @@ class MetadataDelta:
             topics=topics,
             topics_by_id=topics_by_id,
             broker_configs=broker_configs,
+            finalized_features=features,
+            metadata_offset=base.metadata_offset,
         )

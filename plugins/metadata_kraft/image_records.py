@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kernel.api.cluster import AclBinding, ClusterImage, QuotaEntity, QuotaValues, ScramCredential
 
-from .image import ConfigResourceType, MetadataDelta, broker_resource_name, empty_image
+from .image import (
+    ConfigResourceType,
+    MetadataDelta,
+    RegisteredBroker,
+    broker_resource_name,
+    empty_image,
+)
 from .records.schema import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
@@ -45,6 +51,10 @@ class MetadataState:
     scram_credentials: Mapping[tuple[str, int], ScramCredential]
     acls: Mapping[uuid.UUID, AclBinding]
     client_quotas: Mapping[QuotaEntity, QuotaValues]
+    # broker id -> the controller's view of its registration (fencing, epochs): rebuilt
+    # from the RegisterBrokerRecords a snapshot holds, so not written itself.
+    broker_registrations: Mapping[int, RegisteredBroker] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataState:
@@ -56,7 +66,8 @@ class MetadataState:
         """A delta whose records are replayed on top of this state."""
         return MetadataDelta(self.image, self.next_producer_id, self.scram_credentials,
                              self.acls, self.client_quotas, features=self.features,
-                             broker_records=self.broker_records)
+                             broker_records=self.broker_records,
+                             broker_registrations=self.broker_registrations)
 
     @classmethod
     def of(cls, delta: MetadataDelta, image: ClusterImage) -> MetadataState:
@@ -64,7 +75,7 @@ class MetadataState:
         return cls(image, MappingProxyType(dict(delta.features)),
                    MappingProxyType(dict(delta.broker_records)), delta.next_producer_id,
                    MappingProxyType(dict(delta.scram_credentials)), delta.acls,
-                   delta.client_quotas)
+                   delta.client_quotas, MappingProxyType(dict(delta.broker_registrations)))
 
 
 def replay(state: MetadataState, records: Iterable[Message]) -> MetadataState:

@@ -47,9 +47,9 @@ def test_api_versions_lists_the_listeners_own_set(node: tuple[EmbeddedBroker, st
     assert {0, 1, 3, 18, 60} <= on_broker
     answered = wire.request(controller, API_VERSIONS)
     assert answered.error_code == 0
-    # Only ApiVersions yet (SASL too where auth_sasl is enabled): the KRaft plugin adds
-    # the controller's APIs.
-    assert [a.api_key for a in answered.api_keys] == [18]
+    # ApiVersions and metadata_kraft's UpdateFeatures yet (SASL too where auth_sasl is
+    # enabled): the KRaft plugin adds the controller's APIs.
+    assert [a.api_key for a in answered.api_keys] == [18, 57]
 
 
 @pytest.mark.parametrize("request_body", [METADATA, DescribeClusterRequest(

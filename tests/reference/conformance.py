@@ -64,6 +64,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     47: (0, 0),   # OffsetDelete
     48: (0, 1),   # DescribeClientQuotas
     49: (0, 1),   # AlterClientQuotas
+    57: (0, 2),   # UpdateFeatures (metadata_kraft)
     60: (0, 2),   # DescribeCluster
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions

@@ -28,7 +28,8 @@ from tests.reference.diff import Answers, Pair
 
 API_VERSIONS = 18
 README = Path(__file__).resolve().parents[2] / "README.md"
-# Fields of ApiVersions that describe Kafka's features (KIP-584), not served here.
+# Fields of ApiVersions that describe the feature levels (KIP-584): compared in
+# test_feature_levels.py, where the differences are on purpose (D1).
 FEATURES = known("D1", "supported_features", "finalized_features_epoch",
                  "finalized_features", "zk_migration_ready")
 
@@ -56,7 +57,6 @@ GAPS: dict[int, str] = {
     50: "served by the auth_sasl plugin, not enabled by default",
     51: "served by the auth_sasl plugin, not enabled by default",
     55: "not served: KRaft controller API (the metadata quorum is embedded)",
-    57: "not served: KRaft feature levels (KIP-584)",
     64: "not served: KRaft controller API",
     66: "the txn plugin; v2 (a transactional id pattern) is not served",
     68: "not planned yet: KIP-848 consumer groups (the classic protocol is served)",
@@ -198,10 +198,11 @@ def test_every_advertised_key_has_conformance_cases() -> None:
         test_conformance_quotas,
         test_conformance_topics,
         test_conformance_txn,
+        test_feature_levels,
     )
     modules = (test_conformance_cluster, test_conformance_groups, test_conformance_log,
                test_conformance_markers, test_conformance_topics, test_conformance_txn)
-    covered = {API_VERSIONS, *test_conformance_quotas.KEYS} | {
+    covered = {API_VERSIONS, *test_conformance_quotas.KEYS, *test_feature_levels.KEYS} | {
         key for module in modules for key, _ in module.CASES}
     assert covered >= set(ADVERTISED)
 

@@ -373,7 +373,7 @@ def an_unprivileged_user_is_refused_as_kafka_refuses(b: str) -> Any:
 
 
 def cluster_apis_need_the_cluster_permissions(b: str) -> Any:
-    """ElectLeaders and AlterPartitionReassignments need ALTER on the cluster,
+    """ElectLeaders, AlterPartitionReassignments and UpdateFeatures need ALTER on the cluster,
     ListPartitionReassignments and DescribeLogDirs DESCRIBE: an unprivileged user gets
     CLUSTER_AUTHORIZATION_FAILED (at the top and, where the answer has partitions, on
     each one asked for) and nothing else. Whether there is a message is compared, not
@@ -405,6 +405,12 @@ def cluster_apis_need_the_cluster_permissions(b: str) -> Any:
             answer = c.ask(body(35, v, topics=None))
             seen[f"describe log dirs v{v}"] = (getattr(answer, "error_code", None),
                                                list(answer.results))
+        for v in (1, 2):  # UpdateFeatures, validate-only: nothing changes either way
+            answer = c.ask(body(57, v, timeout=TIMEOUT, validate_only=True, feature_updates=(
+                part(57, v, "FeatureUpdateKey", feature="metadata.version",
+                     max_version_level=30, upgrade_type=1),)))
+            seen[f"update features v{v}"] = (answer.error_code, bool(answer.error_message),
+                                             list(getattr(answer, "results", ())))
         return seen
 
 
