@@ -523,7 +523,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._process()
 
     def _write(self, data: bytes | ResponseFrame) -> None:
-        if self.transport is not None and not self._closed:
+        # A transport the peer closed may not have told connection_lost yet: uvloop
+        # refuses a write to it with RuntimeError, which would escape the callback.
+        if self.transport is not None and not self._closed and not self.transport.is_closing():
             if isinstance(data, bytes):
                 self.transport.write(data)
             elif len(data.chunks) == 1:

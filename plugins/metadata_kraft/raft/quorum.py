@@ -28,6 +28,7 @@ from kernel.api.errors import ErrorCode, KafkaError
 
 from ..controller.quorum_controller import QuorumController
 from ..controller.state import ControllerState
+from ..features import SUPPORTED_FEATURES
 from ..image import MetadataDelta, RegisteredBroker, empty_image
 from ..log import MetadataLogError
 from ..properties import ensure_meta_properties
@@ -245,6 +246,10 @@ class QuorumNode:
 
     def acls(self) -> Mapping[uuid.UUID, Any]:
         return MappingProxyType({})
+
+    def supported_features(self) -> Mapping[str, tuple[int, int]]:
+        """Feature ranges this node supports, as ApiVersions answers them."""
+        return SUPPORTED_FEATURES
 
     def __getattr__(self, name: str) -> Any:
         # Every change a broker asks of its metadata (create_topics, alter_partition,
