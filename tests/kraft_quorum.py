@@ -14,7 +14,7 @@ SEGMENT = Path("__cluster_metadata-0") / "00000000000000000000.log"
 
 
 class KafkernelQuorum:
-    def __init__(self, root: Path, size: int = 3) -> None:
+    def __init__(self, root: Path, size: int = 3, overrides: tuple[str, ...] = ()) -> None:
         self.ports = {node: free_port() for node in range(1, size + 1)}
         voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self.ports.items())
         self.nodes: dict[int, BrokerProcess] = {}
@@ -28,7 +28,8 @@ class KafkernelQuorum:
                 workdir, "process.roles=controller", f"node.id={node}",
                 f"listeners=CONTROLLER://127.0.0.1:{port}",
                 "controller.listener.names=CONTROLLER",
-                f"controller.quorum.voters={voters}", port=port, plugins=("metadata_kraft",))
+                f"controller.quorum.voters={voters}", *overrides, port=port,
+                plugins=("metadata_kraft",))
             toml = workdir / "kafkernel.toml"  # no coordinator settings: not enabled
             toml.write_text(toml.read_text().split("[plugins.coordinator]")[0])
             self.nodes[node] = proc

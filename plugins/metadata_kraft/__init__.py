@@ -147,7 +147,9 @@ def _quorum_node(broker: PluginServices, metadata_log_dir_set: str | None) -> Qu
         node_id=config.node_id, voters=parse_voters(config.controller_quorum_voters),
         listener_name=config.controller_listener_names[0].strip().upper(),
         metadata_log_dir=directory, raft_config=raft,
-        idle_interval_ms=config.metadata_max_idle_interval_ms, logger=broker.log)
+        idle_interval_ms=config.metadata_max_idle_interval_ms, logger=broker.log,
+        max_record_bytes_between_snapshots=(
+            config.metadata_log_max_record_bytes_between_snapshots))
 
 
 def _backend(broker: PluginServices, metadata_log_dir_set: str | None) -> KRaftMetadataBackend:

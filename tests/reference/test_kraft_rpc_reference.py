@@ -60,7 +60,8 @@ def _kafka_quorum() -> Iterator[Target]:
 
 
 def _kafkernel_quorum(root: Path) -> Iterator[Target]:
-    quorum = KafkernelQuorum(root)
+    quorum = KafkernelQuorum(root, overrides=tuple(
+        f"{k}={v}" for k, v in SNAPSHOT_SETTINGS.items()))
     try:
         quorum.start()
         yield Target("kafkernel", quorum.controllers)
@@ -81,15 +82,8 @@ def target(request: pytest.FixtureRequest,
 # What the Kafkernel quorum does not do yet (strict: each must fail until it does).
 KAFKERNEL_NOT_YET = {
     "test_api_versions_on_the_controller_listener":
-        "the controller listener serves only the Raft RPCs, each at the one version the "
-        "core speaks, and DescribeCluster; no controller or admin RPCs yet",
-    "test_fetch_from_offset_zero_answers_the_latest_snapshot": "no snapshots yet",
-    "test_fetch_below_the_snapshot_at_an_older_epoch_answers_the_snapshot":
-        "no snapshots yet",
-    "test_fetch_snapshot_reads_the_snapshot": "FetchSnapshot is not served yet",
-    "test_fetch_snapshot_unknown": "FetchSnapshot is not served yet",
-    "test_wrong_cluster_id_is_inconsistent_cluster_id[fetch_snapshot]":
-        "FetchSnapshot is not served yet (the connection is closed)",
+        "the controller listener serves the Raft RPCs and DescribeCluster; no controller "
+        "or admin RPCs yet",
 }
 
 
@@ -398,9 +392,8 @@ def test_describe_cluster_on_the_controller_listener(quorum: QuorumView) -> None
 def _latest_snapshot(quorum: QuorumView, target: Target) -> tuple[int, int, int]:
     """(end offset, epoch) of a snapshot the leader has, and the high watermark then:
     polls a Fetch from offset 0, which the leader answers with its latest snapshot id
-    once it has one (Kafkernel's quorum writes none yet: asked once)."""
-    timeout = 60.0 if target.name == "kafka" else 0.0
-    deadline = time.monotonic() + timeout
+    once it has one."""
+    deadline = time.monotonic() + 60
     while True:
         fetched = _fetch_partition(kraft_rpc.fetch(
             quorum.leader, cluster_id=quorum.cluster_id, fetch_offset=0,

@@ -25,6 +25,7 @@ from kernel.api.cluster import ClusterImage, ImageListener
 from kernel.api.errors import ErrorCode, KafkaError
 
 from ..image import MetadataDelta, empty_image
+from ..image_records import MetadataState
 from ..properties import ensure_meta_properties
 from ..records.codec import RecordDecodeError, UnsupportedVersionError
 from ..records.schema import NoOpRecord
@@ -34,6 +35,7 @@ from . import quorum_store
 from .core import RaftNode
 from .driver import RaftDriver
 from .kafka_log import KafkaRaftLog
+from .snapshotting import QuorumSnapshotter
 from .state import RaftConfig, VoterSet
 
 __all__ = ["QuorumNode"]
@@ -48,7 +50,8 @@ class QuorumNode:
 
     def __init__(self, *, node_id: int, voters: dict[int, tuple[str, int]],
                  listener_name: str, metadata_log_dir: Path, raft_config: RaftConfig,
-                 idle_interval_ms: int, logger: Any) -> None:
+                 idle_interval_ms: int, logger: Any,
+                 max_record_bytes_between_snapshots: int = 20 * 1024 * 1024) -> None:
         self.node_id = node_id
         self._voters = dict(voters)
         self.listener_name = listener_name
@@ -65,6 +68,8 @@ class QuorumNode:
         self._applied = 0  # the next offset to replay
         self._leader: int | None = None
         self._idle_task: asyncio.Task[None] | None = None
+        self._snapshot_bytes = max_record_bytes_between_snapshots
+        self._snapshotter: QuorumSnapshotter | None = None
 
     # -- what rpc.py needs ----------------------------------------------------------------
 
@@ -94,6 +99,7 @@ class QuorumNode:
         partition_dir = self._dir / METADATA_PARTITION_DIR
         raft_log = await loop.run_in_executor(None, KafkaRaftLog.open, partition_dir)
         self._raft_log = raft_log
+        self._snapshotter = QuorumSnapshotter(raft_log, self._snapshot_bytes, self._log)
         election = await loop.run_in_executor(None, quorum_store.read, partition_dir)
         node = RaftNode(node_id=self.node_id, voters=VoterSet(frozenset(self._voters)),
                         log=raft_log, election=election, now_ms=_now_ms(),
@@ -118,6 +124,8 @@ class QuorumNode:
         if self._driver is not None:
             await self._driver.stop()
             self._driver = None
+        if self._snapshotter is not None:
+            await self._snapshotter.stop()
 
     async def _write_noops(self) -> None:
         """Kafka's QuorumController writes a NoOpRecord every metadata.max.idle.interval.ms
@@ -143,7 +151,7 @@ class QuorumNode:
         raft_log, delta = self._raft_log, self._delta
         if raft_log is None or delta is None:
             return
-        replayed = False
+        replayed = []
         while self._applied < high_watermark:
             try:
                 batches = decode_batches(raft_log.read(self._applied, _READ_BYTES),
@@ -160,7 +168,7 @@ class QuorumNode:
                     if isinstance(record, ApiMessageAndVersion):
                         delta.replay(record.message)
             self._applied = batches[-1].header.last_offset + 1
-            replayed = True
+            replayed += batches
         if replayed:
             image = delta.apply()
             self._delta = MetadataDelta(image, delta.next_producer_id,
@@ -170,6 +178,8 @@ class QuorumNode:
                                         features=delta.features,
                                         broker_records=delta.broker_records)
             self._publish(image)
+            if self._snapshotter is not None:
+                self._snapshotter.on_replayed(replayed, lambda: MetadataState.of(delta, image))
 
     def _publish(self, image: ClusterImage) -> None:
         old, self._image = self._image, image

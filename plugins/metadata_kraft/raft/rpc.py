@@ -1,10 +1,11 @@
 """The KRaft RPCs a controller serves on its controller listener, at Kafka 4.3.1's
 version ranges (``versions.SERVED``: Vote 0-2, BeginQuorumEpoch 0-1, EndQuorumEpoch 0-1,
 Fetch 4-18 of ``__cluster_metadata`` only (the kernel's Fetch keeps the broker listener),
-DescribeQuorum 0-2), each translated to the one version the Raft core speaks and its
-answer back to the request's version; and DescribeCluster v1-2 with EndpointType 2 (the
-controllers), which Admin clients with ``bootstrap.controllers`` (``kafka-metadata-quorum
---bootstrap-controller``) ask first. ApiVersions advertises exactly these versions.
+DescribeQuorum 0-2, FetchSnapshot 0-1), each translated to the one version the Raft core
+speaks and its answer back to the request's version; and DescribeCluster v1-2 with
+EndpointType 2 (the controllers), which Admin clients with ``bootstrap.controllers``
+(``kafka-metadata-quorum --bootstrap-controller``) ask first. ApiVersions advertises
+exactly these versions.
 """
 
 from __future__ import annotations
@@ -84,8 +85,10 @@ def _with_endpoints(node: QuorumService, response: Any) -> Any:
 def _with_leader_endpoint(node: QuorumService, response: Any) -> Any:
     """Kafka's ``NodeEndpoints``: the known leader's endpoint on the controller listener,
     so a voter or observer can reach it."""
-    if isinstance(response, m.FetchResponse):
-        parts = [p for t in response.responses for p in t.partitions]
+    if isinstance(response, m.FetchResponse | m.FetchSnapshotResponse):
+        topics = response.responses if isinstance(response, m.FetchResponse) \
+            else response.topics
+        parts = [p for t in topics for p in t.partitions]
         leader = parts[0].current_leader.leader_id if parts else -1
     else:
         parts = [p for t in response.topics for p in t.partitions]

@@ -29,7 +29,7 @@ from .messages import METADATA_TOPIC, METADATA_TOPIC_ID
 __all__ = ["CORE_VERSIONS", "SERVED", "to_core", "to_version"]
 
 # api key -> (min, max) served on the controller listener (Kafka 4.3.1's ApiVersions).
-SERVED = {52: (0, 2), 53: (0, 1), 54: (0, 1), 1: (4, 18), 55: (0, 2)}
+SERVED = {52: (0, 2), 53: (0, 1), 54: (0, 1), 1: (4, 18), 55: (0, 2), 59: (0, 1)}
 # api key -> the version of ``messages`` the core speaks.
 CORE_VERSIONS = {52: 2, 53: 1, 54: 1, 1: 17, 55: 2, 59: 1}
 
