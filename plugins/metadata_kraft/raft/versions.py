@@ -5,8 +5,10 @@ BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v17, FetchSnapshot v1, DescribeQuo
 A request of any served version is rebuilt as the core's version: fields both versions
 have are copied (nested entities too), fields only the newer one has take kio's defaults
 or the value Kafka's older readers assume (``_FILL``), and the few that were renamed or
-moved are carried over (Fetch before v13 names ``__cluster_metadata`` instead of its
-topic id; before v15 the replica id is top level; EndQuorumEpoch v0 lists successor ids).
+moved are carried over (before v15 Fetch has the replica id top level; EndQuorumEpoch v0
+lists successor ids). Fetch before v13 names topics, not ids: Kafka's Raft client finds no
+topic id in it (the zero Uuid) and answers INVALID_REQUEST with no topics (checked on
+4.3.1, v4, v11 and v12), and so does the core.
 A response is rebuilt the other way, at the request's version: what the older version
 cannot say is left out, as Kafka's serializer leaves it out.
 """
@@ -36,9 +38,6 @@ CORE_VERSIONS = {52: 2, 53: 1, 54: 1, 1: 17, 55: 2, 59: 1}
 _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-def _topic_id(source: Any) -> uuid.UUID:
-    # A name other than the metadata topic's becomes the zero id: INVALID_REQUEST.
-    return METADATA_TOPIC_ID if getattr(source, "topic", None) == METADATA_TOPIC else _NO_TOPIC_ID
 
 
 def _topic_name(source: Any) -> TopicName:
@@ -61,7 +60,7 @@ def _preferred_successors(source: Any, module: ModuleType) -> Any:
 # (class name, field) -> its value from the source entity, where the source version lacks
 # the field under that name and kio has no default.
 _FILL: dict[tuple[str, str], Callable[[Any, ModuleType], Any]] = {
-    ("FetchTopic", "topic_id"): lambda s, _: _topic_id(s),
+    ("FetchTopic", "topic_id"): lambda s, _: _NO_TOPIC_ID,
     ("FetchableTopicResponse", "topic"): lambda s, _: _topic_name(s),
     ("FetchRequest", "replica_state"): _replica_state,
     ("FetchRequest", "forgotten_topics_data"): lambda s, _: (),
