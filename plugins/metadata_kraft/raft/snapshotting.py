@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..image_records import MetadataState, image_records
@@ -59,10 +60,13 @@ class QuorumSnapshotter:
         try:
             if directory is None:
                 return
-            records = [versioned(r) for r in image_records(state, lambda _: _UNASSIGNED_DIR)]
-            path = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: write_snapshot(directory, sid, records,
-                                             last_contained_log_timestamp=timestamp))
+            def write() -> Path:  # in a worker thread: the state is immutable
+                records = [versioned(r)
+                           for r in image_records(state, lambda _: _UNASSIGNED_DIR)]
+                return write_snapshot(directory, sid, records,
+                                      last_contained_log_timestamp=timestamp)
+
+            path = await asyncio.get_running_loop().run_in_executor(None, write)
             self._raft_log.add_snapshot(sid)
             self._log.info("wrote a metadata snapshot", path=path.name,
                            records_below=sid.end_offset)
