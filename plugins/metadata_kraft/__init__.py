@@ -165,7 +165,9 @@ def _quorum_node(broker: PluginServices, metadata_log_dir_set: str | None) -> Qu
         metadata_log_dir=directory, raft_config=raft,
         idle_interval_ms=config.metadata_max_idle_interval_ms, logger=broker.log,
         session_timeout_ms=config.broker_session_timeout_ms,
-        heartbeat_interval_ms=config.broker_heartbeat_interval_ms)
+        heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        max_record_bytes_between_snapshots=(
+            config.metadata_log_max_record_bytes_between_snapshots))
 
 
 def _backend(broker: PluginServices, metadata_log_dir_set: str | None) -> KRaftMetadataBackend:

@@ -20,6 +20,10 @@ Our modules and the Kafka 4.3.1 classes (``org.apache.kafka.raft``) they follow:
 - ``actions``: what ``core`` asks its driver to do (Kafka's client does it itself:
   ``NetworkChannel.send``, ``QuorumStateStore.writeElectionState``, ``RaftLog.flush``).
 
-Not yet here: snapshots and FetchSnapshot (``log.validate`` already answers
-"snapshot"), and KIP-853 membership (voters are a ``VoterSet``).
+- ``versions``: every served version of a Raft RPC to and from the core's one version.
+- ``snapshotting``: the quorum node's ``SnapshotGenerator``; the leader serves the files
+  by FetchSnapshot.
+
+Not yet here: a follower loading a snapshot (it stops with a Fatal), and KIP-853
+membership (voters are a ``VoterSet``).
 """

@@ -39,7 +39,7 @@ from .actions import (
     Send,
 )
 from .election import ReplicaKey, is_log_up_to_date, strict_exponential_backoff_ms
-from .log import RaftLog
+from .log import RaftLog, Validation
 from .quorum_store import ElectionRecord
 from .state import (
     Candidate,
@@ -177,6 +177,8 @@ class RaftNode:
             self._handle_fetch(request_id, request, now_ms)
         elif isinstance(request, m.DescribeQuorumRequest):
             self._respond(request_id, self._handle_describe_quorum(request, now_ms))
+        elif isinstance(request, m.FetchSnapshotRequest):
+            self._respond(request_id, self._handle_fetch_snapshot(request, now_ms))
         else:
             raise TypeError(f"not a Raft request: {type(request).__name__}")
         return self._finish(now_ms)
@@ -576,7 +578,12 @@ class RaftNode:
             return m.fetch_response(ErrorCode.none, error, leader_id=leader, epoch=epoch)
         state = self.quorum.state
         assert isinstance(state, Leader)
-        validation = self.log.validate(part.fetch_offset, part.last_fetched_epoch)
+        latest = self.log.latest_snapshot()
+        if part.fetch_offset == 0 and latest is not None and latest != (0, 0):
+            # An empty follower is better served by the latest snapshot (not bootstrap's).
+            validation = Validation("snapshot", latest[1], latest[0])
+        else:
+            validation = self.log.validate(part.fetch_offset, part.last_fetched_epoch)
         records = b""
         diverging = snapshot = None
         if validation.kind == "valid":
@@ -603,6 +610,41 @@ class RaftNode:
                 continue
             self._parked.remove(parked)
             self._respond(parked.request_id, self._try_complete_fetch(parked.request, now_ms))
+
+    def _handle_fetch_snapshot(self, request: m.FetchSnapshotRequest,
+                               now_ms: int) -> m.FetchSnapshotResponse:
+        """Kafka's ``handleFetchSnapshotRequest``: a slice of one of the leader's snapshot
+        files (never the bootstrap 0-0), not aligned to batches."""
+        if not self._cluster_id_ok("FetchSnapshot", request.cluster_id):
+            return m.fetch_snapshot_response(ErrorCode.inconsistent_cluster_id)
+        if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
+            self._refused("FetchSnapshot", "it does not name exactly one partition")
+            return m.fetch_snapshot_response(ErrorCode.invalid_request)
+        if not m.single_partition(request):
+            return m.fetch_snapshot_response(ErrorCode.none, ErrorCode.unknown_topic_or_partition)
+        part = request.topics[0].partitions[0]
+        leader, epoch = self._leader_and_epoch()
+        error = self._validate_leader_only(part.current_leader_epoch)
+        sid = (int(part.snapshot_id.end_offset), int(part.snapshot_id.epoch))
+        size = None if sid == (0, 0) else self.log.snapshot_size(sid)
+        read = None
+        if error is None:
+            if size is None:
+                error = ErrorCode.snapshot_not_found
+            elif not 0 <= part.position < size:
+                error = ErrorCode.position_out_of_range
+            else:
+                read = self.log.read_snapshot(sid, int(part.position), int(request.max_bytes))
+                error = ErrorCode.snapshot_not_found if read is None else None  # deleted since
+        if read is None:
+            return m.fetch_snapshot_response(ErrorCode.none, error or ErrorCode.none,
+                                             leader_id=leader, epoch=epoch)
+        state = self.quorum.state
+        assert isinstance(state, Leader)
+        state.progress.update_check_quorum(int(request.replica_id), now_ms)
+        return m.fetch_snapshot_response(
+            ErrorCode.none, leader_id=leader, epoch=epoch, snapshot=sid, size=read[0],
+            position=int(part.position), records=read[1])
 
     def _handle_describe_quorum(self, request: m.DescribeQuorumRequest,
                                 now_ms: int) -> m.DescribeQuorumResponse:

@@ -22,7 +22,8 @@ from kernel.api.log import PluginLog, PluginLogConfig, open_plugin_log
 from kernel.api.records import SimpleRecord, build_batch
 
 from ..records.serde import build_control_batch
-from .log import Validation
+from ..snapshots import SnapshotId, list_snapshots, remove_leftovers
+from .log import Validation, validate
 
 __all__ = ["KafkaRaftLog"]
 
@@ -30,16 +31,49 @@ __all__ = ["KafkaRaftLog"]
 class KafkaRaftLog:
     """:class:`~.log.RaftLog` on a :class:`~kernel.api.log.PluginLog`."""
 
-    def __init__(self, plog: PluginLog) -> None:
+    def __init__(self, plog: PluginLog, directory: Path | None = None) -> None:
         self._plog = plog
         # What was recovered at open is on disk already (recovery read it back).
         self._flushed = plog.log_end_offset
+        # Snapshots live beside the segments (``<end offset>-<epoch>.checkpoint``).
+        self.directory = directory
+        self._snapshots: list[SnapshotId] = list_snapshots(directory) if directory else []
 
     @classmethod
     def open(cls, directory: Path, config: PluginLogConfig | None = None) -> KafkaRaftLog:
-        """Open (creating) the log in ``directory``; blocking (recovery reads segments)."""
+        """Open (creating) the log in ``directory``; blocking (recovery reads segments,
+        and what a crash left of a snapshot is removed)."""
         directory.mkdir(parents=True, exist_ok=True)
-        return cls(open_plugin_log(directory, config))
+        remove_leftovers(directory)
+        return cls(open_plugin_log(directory, config), directory)
+
+    # -- snapshots (Kafka's ``KafkaMetadataLog`` snapshot map) ------------------------------
+
+    def add_snapshot(self, snapshot: SnapshotId) -> None:
+        """A snapshot just written (renamed into place) in ``directory``."""
+        if snapshot not in self._snapshots:
+            self._snapshots = sorted([*self._snapshots, snapshot])
+
+    def latest_snapshot(self) -> tuple[int, int] | None:
+        return (self._snapshots[-1].end_offset, self._snapshots[-1].epoch) \
+            if self._snapshots else None
+
+    def snapshot_size(self, snapshot: tuple[int, int]) -> int | None:
+        if self.directory is None or SnapshotId(*snapshot) not in self._snapshots:
+            return None
+        try:
+            return (self.directory / SnapshotId(*snapshot).filename).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def read_snapshot(self, snapshot: tuple[int, int], position: int,
+                      max_bytes: int) -> tuple[int, bytes] | None:
+        size = self.snapshot_size(snapshot)
+        if size is None or self.directory is None:
+            return None
+        with open(self.directory / SnapshotId(*snapshot).filename, "rb") as f:
+            f.seek(position)
+            return size, f.read(max(0, min(max_bytes, size - position)))
 
     @property
     def start_offset(self) -> int:
@@ -69,13 +103,10 @@ class KafkaRaftLog:
 
     def validate(self, offset: int, epoch: int) -> Validation:
         """Kafka's ``validateOffsetAndEpoch``: the follower's (fetch offset, last fetched
-        epoch) against our epochs (snapshots come with kraft-snap's increment)."""
-        if offset == self.start_offset == 0 and epoch == 0:
-            return Validation.valid()
-        end_epoch, end = self.end_offset_for_epoch(epoch)
-        if end_epoch != epoch or offset > end:
-            return Validation("diverging", end_epoch, end)
-        return Validation.valid()
+        epoch) against our snapshots and epochs."""
+        earliest = self._snapshots[0] if self._snapshots else None
+        return validate(self, offset, epoch,
+                        None if earliest is None else (earliest.end_offset, earliest.epoch))
 
     def append_as_leader(self, records: Sequence[bytes], epoch: int) -> int:
         latest = self._plog.latest_epoch

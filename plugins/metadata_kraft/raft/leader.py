@@ -80,6 +80,11 @@ class LeaderProgress:
             self._fetched_voters.clear()
             self._check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
 
+    def update_check_quorum(self, replica_id: int, now_ms: int) -> None:
+        """A voter's FetchSnapshot keeps the leader's check-quorum alive, as a Fetch."""
+        if replica_id in self.voters and replica_id != self.local_id:
+            self._record_voter_fetch(replica_id, now_ms)
+
     # -- progress ---------------------------------------------------------------------
 
     def acknowledge(self, voter: int) -> None:

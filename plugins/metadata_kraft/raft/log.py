@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-__all__ = ["InMemoryRaftLog", "LogEntry", "RaftLog", "Validation"]
+__all__ = ["InMemoryRaftLog", "LogEntry", "RaftLog", "Validation", "validate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,15 @@ class RaftLog(Protocol):
         ...
 
     def validate(self, offset: int, epoch: int) -> Validation: ...
+    def latest_snapshot(self) -> tuple[int, int] | None:
+        """(end offset, epoch) of the newest snapshot, None without one."""
+        ...
+    def read_snapshot(self, snapshot: tuple[int, int], position: int,
+                      max_bytes: int) -> tuple[int, bytes] | None:
+        """(its size, up to ``max_bytes`` of it from ``position``); None: no such
+        snapshot. The caller checked ``position`` against the size (``snapshot_size``)."""
+        ...
+    def snapshot_size(self, snapshot: tuple[int, int]) -> int | None: ...
     def append_as_leader(self, records: Sequence[bytes], epoch: int) -> int:
         """Append in ``epoch``; the offset of the last record."""
         ...
@@ -76,6 +85,26 @@ class LogEntry:
 _HEADER = struct.Struct(">qi?I")
 
 
+def validate(log: RaftLog, offset: int, epoch: int,
+             earliest_snapshot: tuple[int, int] | None) -> Validation:
+    """Kafka's ``ReplicatedLog.validateOffsetAndEpoch``: with a snapshot, a position
+    below the log start, at the log start in another epoch than the oldest snapshot's,
+    or in an epoch older than it, is answered with the latest snapshot; otherwise the
+    position is checked against our epochs."""
+    if offset == log.start_offset == 0 and epoch == 0:
+        return Validation.valid()
+    latest = log.latest_snapshot()
+    if earliest_snapshot is not None and latest is not None and (
+            offset < log.start_offset
+            or (offset == log.start_offset and epoch != earliest_snapshot[1])
+            or epoch < earliest_snapshot[1]):
+        return Validation("snapshot", latest[1], latest[0])
+    end_epoch, end = log.end_offset_for_epoch(epoch)
+    if end_epoch != epoch or offset > end:
+        return Validation("diverging", end_epoch, end)
+    return Validation.valid()
+
+
 class InMemoryRaftLog:
     """A RaftLog in memory, one entry per record; ``read`` frames entries with
     ``_HEADER`` (offset, epoch, control, length) so followers can append them."""
@@ -83,6 +112,8 @@ class InMemoryRaftLog:
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
         self._flushed = 0
+        # (end offset, epoch) -> the snapshot file's bytes; the log is never cut below.
+        self.snapshots: dict[tuple[int, int], bytes] = {}
 
     @property
     def start_offset(self) -> int:
@@ -125,12 +156,19 @@ class InMemoryRaftLog:
         raise AssertionError("unreachable: epoch below the last was handled")
 
     def validate(self, offset: int, epoch: int) -> Validation:
-        if offset == self.start_offset == 0 and epoch == 0:
-            return Validation.valid()
-        end_epoch, end = self.end_offset_for_epoch(epoch)
-        if end_epoch != epoch or offset > end:
-            return Validation("diverging", end_epoch, end)
-        return Validation.valid()
+        return validate(self, offset, epoch, min(self.snapshots, default=None))
+
+    def latest_snapshot(self) -> tuple[int, int] | None:
+        return max(self.snapshots, default=None)
+
+    def snapshot_size(self, snapshot: tuple[int, int]) -> int | None:
+        data = self.snapshots.get(snapshot)
+        return None if data is None else len(data)
+
+    def read_snapshot(self, snapshot: tuple[int, int], position: int,
+                      max_bytes: int) -> tuple[int, bytes] | None:
+        data = self.snapshots.get(snapshot)
+        return None if data is None else (len(data), data[position:position + max_bytes])
 
     def append_as_leader(self, records: Sequence[bytes], epoch: int) -> int:
         if self.entries and epoch < self.entries[-1].epoch:

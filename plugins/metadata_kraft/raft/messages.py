@@ -1,5 +1,6 @@
 """Raft RPCs as kio's dataclasses, at the versions Kafka 4.3.1's controllers send
-(Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v17, DescribeQuorum v2), so a
+(Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v17, FetchSnapshot v1,
+DescribeQuorum v2), so a
 driver can put them on the wire unchanged. Every Raft request names exactly one
 partition: ``__cluster_metadata``-0, by name or (Fetch) by its reserved topic id."""
 
@@ -18,6 +19,8 @@ from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.fetch.v17 import response as fetch_resp
+from kio.schema.fetch_snapshot.v1 import request as fs_req
+from kio.schema.fetch_snapshot.v1 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
@@ -40,11 +43,13 @@ FetchRequest = fetch_req.FetchRequest
 FetchResponse = fetch_resp.FetchResponse
 DescribeQuorumRequest = dq_req.DescribeQuorumRequest
 DescribeQuorumResponse = dq_resp.DescribeQuorumResponse
+FetchSnapshotRequest = fs_req.FetchSnapshotRequest
+FetchSnapshotResponse = fs_resp.FetchSnapshotResponse
 
 RaftRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-               | DescribeQuorumRequest)
+               | DescribeQuorumRequest | FetchSnapshotRequest)
 RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
-                | FetchResponse | DescribeQuorumResponse)
+                | FetchResponse | DescribeQuorumResponse | FetchSnapshotResponse)
 
 
 def _ms(value: int) -> i32Timedelta:
@@ -55,6 +60,10 @@ def single_partition(request: RaftRequest) -> bool:
     """The request names exactly ``__cluster_metadata``-0 (Kafka's hasValidTopicPartition)."""
     if isinstance(request, FetchRequest):
         return (len(request.topics) == 1 and request.topics[0].topic_id == METADATA_TOPIC_ID
+                and len(request.topics[0].partitions) == 1
+                and request.topics[0].partitions[0].partition == METADATA_PARTITION)
+    if isinstance(request, FetchSnapshotRequest):
+        return (len(request.topics) == 1 and request.topics[0].name == METADATA_TOPIC
                 and len(request.topics[0].partitions) == 1
                 and request.topics[0].partitions[0].partition == METADATA_PARTITION)
     topics = request.topics
@@ -180,6 +189,26 @@ def fetch_response(error: ErrorCode, partition_error: ErrorCode = ErrorCode.none
 
 def fetch_max_wait_ms(request: FetchRequest) -> int:
     return int(request.max_wait.total_seconds() * 1000)
+
+
+# -- FetchSnapshot ------------------------------------------------------------------------
+
+
+def fetch_snapshot_response(error: ErrorCode, partition_error: ErrorCode = ErrorCode.none, *,
+                            leader_id: int = -1, epoch: int = -1,
+                            snapshot: tuple[int, int] = (-1, -1), size: int = -1,
+                            position: int = -1, records: bytes = b""
+                            ) -> FetchSnapshotResponse:
+    if error is not ErrorCode.none:
+        return FetchSnapshotResponse(throttle_time=_ms(0), error_code=error, topics=())
+    partition = fs_resp.PartitionSnapshot(
+        index=i32(METADATA_PARTITION), error_code=partition_error,
+        snapshot_id=fs_resp.SnapshotId(end_offset=i64(snapshot[0]), epoch=i32(snapshot[1])),
+        current_leader=fs_resp.LeaderIdAndEpoch(leader_id=BrokerId(leader_id),
+                                                leader_epoch=i32(epoch)),
+        size=i64(size), position=i64(position), unaligned_records=Records(records))
+    return FetchSnapshotResponse(throttle_time=_ms(0), error_code=error, topics=(
+        fs_resp.TopicSnapshot(name=TopicName(METADATA_TOPIC), partitions=(partition,)),))
 
 
 # -- DescribeQuorum -----------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ..controller.quorum_controller import QuorumController
 from ..controller.state import ControllerState
 from ..features import SUPPORTED_FEATURES
 from ..image import MetadataDelta, RegisteredBroker, empty_image
+from ..image_records import MetadataState
 from ..log import MetadataLogError
 from ..properties import ensure_meta_properties
 from ..records.codec import RecordDecodeError, UnsupportedVersionError
@@ -40,6 +41,7 @@ from . import quorum_store
 from .core import RaftNode
 from .driver import RaftDriver
 from .kafka_log import KafkaRaftLog
+from .snapshotting import QuorumSnapshotter
 from .state import Leader, RaftConfig, VoterSet
 
 __all__ = ["QuorumNode"]
@@ -55,7 +57,8 @@ class QuorumNode:
     def __init__(self, *, node_id: int, voters: dict[int, tuple[str, int]],
                  listener_name: str, metadata_log_dir: Path, raft_config: RaftConfig,
                  idle_interval_ms: int, logger: Any, session_timeout_ms: int = 9000,
-                 heartbeat_interval_ms: int = 2000) -> None:
+                 heartbeat_interval_ms: int = 2000,
+                 max_record_bytes_between_snapshots: int = 20 * 1024 * 1024) -> None:
         self.node_id = node_id
         self._voters = dict(voters)
         self.listener_name = listener_name
@@ -78,6 +81,8 @@ class QuorumNode:
         self._features: dict[str, int] = {}
         self._replay_stopped = False
         self.controller: QuorumController | None = None
+        self._snapshot_bytes = max_record_bytes_between_snapshots
+        self._snapshotter: QuorumSnapshotter | None = None
 
     # -- what rpc.py needs ----------------------------------------------------------------
 
@@ -107,6 +112,7 @@ class QuorumNode:
         partition_dir = self._dir / METADATA_PARTITION_DIR
         raft_log = await loop.run_in_executor(None, KafkaRaftLog.open, partition_dir)
         self._raft_log = raft_log
+        self._snapshotter = QuorumSnapshotter(raft_log, self._snapshot_bytes, self._log)
         election = await loop.run_in_executor(None, quorum_store.read, partition_dir)
         node = RaftNode(node_id=self.node_id, voters=VoterSet(frozenset(self._voters)),
                         log=raft_log, election=election, now_ms=_now_ms(),
@@ -141,6 +147,8 @@ class QuorumNode:
         if self._driver is not None:
             await self._driver.stop()
             self._driver = None
+        if self._snapshotter is not None:
+            await self._snapshotter.stop()
 
     async def _write_noops(self) -> None:
         """Kafka's QuorumController writes a NoOpRecord every metadata.max.idle.interval.ms
@@ -177,7 +185,7 @@ class QuorumNode:
 
     def _replay_committed(self, raft_log: KafkaRaftLog, delta: MetadataDelta,
                           high_watermark: int) -> None:
-        replayed = False
+        replayed: list[Any] = []
         while self._applied < high_watermark and not self._replay_stopped:
             try:
                 batches = decode_batches(raft_log.read(self._applied, _READ_BYTES),
@@ -190,7 +198,7 @@ class QuorumNode:
                             # must replay before it is unfenced.
                             delta.replay(record.message, batch.base_offset + i)
                     self._applied = batch.header.last_offset + 1
-                    replayed = True
+                    replayed.append(batch)
             except (RecordDecodeError, UnsupportedVersionError, MetadataLogError) as e:
                 # Kafka's controller stops on such a fault; this node keeps its quorum
                 # duties but its image (and its controller) stay where they were.
@@ -211,6 +219,8 @@ class QuorumNode:
                                         features=delta.features,
                                         broker_records=delta.broker_records)
             self._publish(image)
+            if self._snapshotter is not None:
+                self._snapshotter.on_replayed(replayed, lambda: MetadataState.of(delta, image))
 
     def committed_state(self) -> ControllerState:
         """What the committed records say: the controller's state on activation."""

@@ -1,10 +1,11 @@
-"""The KRaft RPCs a controller serves on its controller listener, each at the one version
-the Raft core reads and writes (``messages``): Vote v2, BeginQuorumEpoch v1,
-EndQuorumEpoch v1, Fetch v17 (of ``__cluster_metadata`` only: the kernel's Fetch keeps the
-broker listener), DescribeQuorum v2; and DescribeCluster v1-2 with EndpointType 2 (the
-controllers), which Admin clients with ``bootstrap.controllers`` (``kafka-metadata-quorum
---bootstrap-controller``) ask first. ApiVersions advertises exactly these versions.
-FetchSnapshot is not served yet (no snapshots), so it is not registered.
+"""The KRaft RPCs a controller serves on its controller listener, at Kafka 4.3.1's
+version ranges (``versions.SERVED``: Vote 0-2, BeginQuorumEpoch 0-1, EndQuorumEpoch 0-1,
+Fetch 4-18 of ``__cluster_metadata`` only (the kernel's Fetch keeps the broker listener),
+DescribeQuorum 0-2, FetchSnapshot 0-1), each translated to the one version the Raft core
+speaks and its answer back to the request's version; and DescribeCluster v1-2 with
+EndpointType 2 (the controllers), which Admin clients with ``bootstrap.controllers``
+(``kafka-metadata-quorum --bootstrap-controller``) ask first. ApiVersions advertises
+exactly these versions.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from kernel.api.handlers import CONTROLLER, ApiRegistry, RequestContext
 from kernel.api.protocol import ErrorCode, make, response_module
 
 from . import messages as m
+from . import versions
 
 __all__ = ["QuorumService", "register"]
 
-# (api key, version) served; Kafka 4.3.1 serves wider ranges (docs/kraft-quorum-design.md 1.1).
-RAFT_APIS = {52: 2, 53: 1, 54: 1, 1: 17, 55: 2}
 DESCRIBE_CLUSTER = 60
 CONTROLLER_ENDPOINT_TYPE = 2
 NO_THROTTLE = datetime.timedelta(0)
@@ -50,8 +50,8 @@ def register(registry: ApiRegistry, service: Callable[[], QuorumService | None])
     def raft(ctx: RequestContext, request: Any) -> Awaitable[Any]:
         return _raft(service(), request)
 
-    for api_key, version in RAFT_APIS.items():
-        registry.register(api_key, raft, min_version=version, max_version=version,
+    for api_key, (low, high) in versions.SERVED.items():
+        registry.register(api_key, raft, min_version=low, max_version=high,
                           listeners=(CONTROLLER,))
 
     def describe_cluster(ctx: RequestContext, request: Any) -> Any:
@@ -64,7 +64,11 @@ def register(registry: ApiRegistry, service: Callable[[], QuorumService | None])
 async def _raft(node: QuorumService | None, request: Any) -> Any:
     if node is None:  # not started yet, or stopping
         raise _not_available()
-    response = await node.handle(request)
+    response = await node.handle(versions.to_core(request))
+    return versions.to_version(_with_endpoints(node, response), int(request.__version__))
+
+
+def _with_endpoints(node: QuorumService, response: Any) -> Any:
     if not isinstance(response, m.DescribeQuorumResponse):
         return _with_leader_endpoint(node, response)
     if isinstance(response, m.DescribeQuorumResponse):
@@ -81,8 +85,10 @@ async def _raft(node: QuorumService | None, request: Any) -> Any:
 def _with_leader_endpoint(node: QuorumService, response: Any) -> Any:
     """Kafka's ``NodeEndpoints``: the known leader's endpoint on the controller listener,
     so a voter or observer can reach it."""
-    if isinstance(response, m.FetchResponse):
-        parts = [p for t in response.responses for p in t.partitions]
+    if isinstance(response, m.FetchResponse | m.FetchSnapshotResponse):
+        topics = response.responses if isinstance(response, m.FetchResponse) \
+            else response.topics
+        parts = [p for t in topics for p in t.partitions]
         leader = parts[0].current_leader.leader_id if parts else -1
     else:
         parts = [p for t in response.topics for p in t.partitions]
