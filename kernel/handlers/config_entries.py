@@ -92,6 +92,14 @@ KAFKA_INT_KEYS = frozenset({
     "max.incremental.fetch.session.cache.slots", "min.incremental.fetch.session.eviction.ms",
     "log.cleaner.threads", "log.cleaner.io.buffer.size", "sasl.server.max.receive.size",
     "replication.quota.window.num", "replication.quota.window.size.seconds",
+    # KRaft (kernel/config/kraft.py)
+    "node.id", "broker.heartbeat.interval.ms", "broker.session.timeout.ms",
+    "initial.broker.registration.timeout.ms", "controller.quorum.append.linger.ms",
+    "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.max.bytes", "controller.quorum.fetch.snapshot.max.bytes",
+    "controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms", "metadata.log.segment.bytes",
+    "metadata.max.idle.interval.ms", "leader.imbalance.per.broker.percentage",
     *(tc.name for tc in TOPIC_CONFIGS if tc.int32),
     *(s.name for tc in TOPIC_CONFIGS for s in tc.synonyms if s.int32),
 })

@@ -388,11 +388,15 @@ def describe_named_broker_configs(pair: Pair, v: int) -> None:
 
 
 # Set by the reference's server.properties or by the test harness: each broker's setup.
+# The reference runs as a one-node KRaft quorum (process.roles, node.id and the
+# controller settings set in its file); Kafkernel's embedded node needs none of them.
 SETUP_KEYS = frozenset({"broker.id", "listeners", "advertised.listeners",
                         "listener.security.protocol.map", "log.dirs", "num.partitions",
-                        "inter.broker.listener.name"})
+                        "inter.broker.listener.name", "node.id", "process.roles",
+                        "controller.listener.names", "controller.quorum.voters"})
 KAFKERNEL_ONLY_KEYS = frozenset({"metrics.host", "metrics.port", "logging.format",
-                                 "logging.level"})  # D9
+                                 "logging.level",
+                                 "leader.imbalance.per.broker.percentage"})  # D9
 KAFKA_INTERNAL_KEYS = frozenset({"min.incremental.fetch.session.eviction.ms"})  # D16
 RUNTIME_KEYS = ("default.replication.factor", "fetch.max.bytes")  # D10
 # D12: queued.max.request.bytes's default (the connection limits are compared: dynamic
