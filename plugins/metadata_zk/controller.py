@@ -109,9 +109,9 @@ class ZkController:
     def __init__(self, zk: ZkClient, cache: ZnodeCache, broker_id: int, *,
                  is_registered: Callable[[], bool], logger: Any,
                  unclean_default: Callable[[], bool] = lambda: False,
-                 rebalance: Rebalance = Rebalance()) -> None:
+                 rebalance: Rebalance | None = None) -> None:
         self._zk = zk
-        self._rebalance = rebalance
+        self._rebalance = rebalance or Rebalance()
         self._rebalance_timer: asyncio.Task[None] | None = None
         self._rebalance_due = False
         self._unclean_default = unclean_default

@@ -494,7 +494,7 @@ class RaftNode:
         candidate = ReplicaKey(part.replica_id, part.replica_directory_id)
         granted = self.quorum.can_grant_vote(candidate, up_to_date, part.pre_vote)
         state = self.quorum.state
-        if granted and not part.pre_vote and isinstance(state, (Unattached, Prospective)) \
+        if granted and not part.pre_vote and isinstance(state, Unattached | Prospective) \
                 and state.voted is None:
             self.quorum.add_vote(candidate)
             self._persist_if_needed()  # durable before the grant leaves
@@ -705,7 +705,7 @@ class RaftNode:
         state = self.quorum.state
         if isinstance(response, m.VoteResponse):
             expected = "prevote" if isinstance(state, Prospective) else "vote"
-            if isinstance(state, (Prospective, Candidate)) and kind == expected:
+            if isinstance(state, Prospective | Candidate) and kind == expected:
                 if part.vote_granted:
                     state.election.record_granted(source)
                     self._maybe_transition_forward(now_ms)

@@ -161,15 +161,15 @@ class QuorumState:
         state = self.state
         if isinstance(state, Leader):
             return self.local_id
-        if isinstance(state, (Follower, Unattached, Prospective)):
+        if isinstance(state, Follower | Unattached | Prospective):
             return state.leader_id
         return None
 
     def voted(self) -> ReplicaKey | None:
         state = self.state
-        if isinstance(state, (Unattached, Prospective, Follower)):
+        if isinstance(state, Unattached | Prospective | Follower):
             return state.voted
-        if isinstance(state, (Candidate, Leader)):
+        if isinstance(state, Candidate | Leader):
             return ReplicaKey(self.local_id)
         return None
 
@@ -242,7 +242,7 @@ class QuorumState:
         if epoch < self.epoch:
             raise ValueError(f"cannot go back from epoch {self.epoch} to {epoch}")
         voted = self.voted() if epoch == self.epoch else None
-        if epoch == self.epoch and isinstance(self.state, (Candidate, Leader)):
+        if epoch == self.epoch and isinstance(self.state, Candidate | Leader):
             raise ValueError(f"{self.state.kind.value} cannot become unattached in its epoch")
         self.state = Unattached(epoch, voted, leader_id, self._election_deadline(now_ms))
         self._persist(self._record(epoch, leader_id, voted))
@@ -250,7 +250,7 @@ class QuorumState:
     def add_vote(self, candidate: ReplicaKey) -> None:
         """Record a granted real vote (Unattached or Prospective without one)."""
         state = self.state
-        if not isinstance(state, (Unattached, Prospective)) or state.voted is not None:
+        if not isinstance(state, Unattached | Prospective) or state.voted is not None:
             raise ValueError(f"{state.kind.value} cannot record a vote")
         state.voted = candidate
         self._persist(self._record(state.epoch, state.leader_id, candidate))
@@ -259,7 +259,7 @@ class QuorumState:
         if not self.is_voter:
             raise ValueError("an observer cannot become prospective")
         state = self.state
-        if isinstance(state, (Leader, Prospective)):
+        if isinstance(state, Leader | Prospective):
             raise ValueError(f"{state.kind.value} cannot become prospective")
         voted = self.voted() if not isinstance(state, Candidate) else ReplicaKey(self.local_id)
         self.state = Prospective(state.epoch, voted, self.leader_id, self._new_election(),

@@ -153,7 +153,7 @@ class RegisterBrokerRecord(Message):
     VERSIONS = (0, 4)
     broker_id: int = kafka("BrokerId", "int32", "0+")
     is_migrating_zk_broker: bool = kafka("IsMigratingZkBroker", "bool", "2+")
-    incarnation_id: uuid.UUID = kafka("IncarnationId", "uuid", "0+")  # noqa: RUF009
+    incarnation_id: uuid.UUID = kafka("IncarnationId", "uuid", "0+")
     broker_epoch: int = kafka("BrokerEpoch", "int64", "0+")
     end_points: tuple[BrokerEndpoint, ...] = kafka(
         "EndPoints", "[]BrokerEndpoint", "0+", struct=BrokerEndpoint)
@@ -178,7 +178,7 @@ class UnregisterBrokerRecord(Message):
 class TopicRecord(Message):
     API_KEY = 2
     name: str = kafka("Name", "string", "0+")
-    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")  # noqa: RUF009
+    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,7 +186,7 @@ class PartitionRecord(Message):
     API_KEY = 3
     VERSIONS = (0, 2)
     partition_id: int = kafka("PartitionId", "int32", "0+", default=-1)
-    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")  # noqa: RUF009
+    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")
     replicas: tuple[int, ...] = kafka("Replicas", "[]int32", "0+")
     isr: tuple[int, ...] = kafka("Isr", "[]int32", "0+")
     removing_replicas: tuple[int, ...] = kafka("RemovingReplicas", "[]int32", "0+")
@@ -222,7 +222,7 @@ class PartitionChangeRecord(Message):
     API_KEY = 5
     VERSIONS = (0, 2)
     partition_id: int = kafka("PartitionId", "int32", "0+", default=-1)
-    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")  # noqa: RUF009
+    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")
     isr: tuple[int, ...] | None = kafka(
         "Isr", "[]int32", "0+", nullable="0+", tag=0, default=None)
     leader: int = kafka("Leader", "int32", "0+", tag=1, default=NO_LEADER_CHANGE)
@@ -258,7 +258,7 @@ class UnfenceBrokerRecord(Message):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RemoveTopicRecord(Message):
     API_KEY = 9
-    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")  # noqa: RUF009
+    topic_id: uuid.UUID = kafka("TopicId", "uuid", "0+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -327,7 +327,7 @@ class BrokerRegistrationChangeRecord(Message):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AccessControlEntryRecord(Message):
     API_KEY = 18
-    id: uuid.UUID = kafka("Id", "uuid", "0+")  # noqa: RUF009
+    id: uuid.UUID = kafka("Id", "uuid", "0+")
     resource_type: int = kafka("ResourceType", "int8", "0+")
     resource_name: str = kafka("ResourceName", "string", "0+")
     pattern_type: int = kafka("PatternType", "int8", "0+")
@@ -340,7 +340,7 @@ class AccessControlEntryRecord(Message):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RemoveAccessControlEntryRecord(Message):
     API_KEY = 19
-    id: uuid.UUID = kafka("Id", "uuid", "0+")  # noqa: RUF009
+    id: uuid.UUID = kafka("Id", "uuid", "0+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -388,7 +388,7 @@ class RemoveDelegationTokenRecord(Message):
 class RegisterControllerRecord(Message):
     API_KEY = 27
     controller_id: int = kafka("ControllerId", "int32", "0+")
-    incarnation_id: uuid.UUID = kafka("IncarnationId", "uuid", "0+")  # noqa: RUF009
+    incarnation_id: uuid.UUID = kafka("IncarnationId", "uuid", "0+")
     zk_migration_ready: bool = kafka("ZkMigrationReady", "bool", "0+")
     end_points: tuple[ControllerEndpoint, ...] = kafka(
         "EndPoints", "[]ControllerEndpoint", "0+", struct=ControllerEndpoint)

@@ -317,7 +317,7 @@ def test_a_granted_vote_is_persisted_before_the_answer_and_survives_a_restart() 
     node = _node()
     response, actions = _vote(node, candidate=2, epoch=1)
     assert _vote_part(response).vote_granted
-    kinds = [type(a) for a in actions if isinstance(a, (PersistQuorumState, Respond))]
+    kinds = [type(a) for a in actions if isinstance(a, PersistQuorumState | Respond)]
     assert kinds == [PersistQuorumState, PersistQuorumState, Respond]
     persisted = [a.record for a in actions if isinstance(a, PersistQuorumState)][-1]
     assert persisted == ElectionRecord(1, None, 2)
