@@ -43,6 +43,8 @@ from typing import Any, ClassVar
 
 import crc32c
 
+from .image import ConfigResourceType, SecurityProtocol
+
 BATCH_HEADER = struct.Struct(">qiI")  # base_offset, length, crc
 RECORD_COUNT = struct.Struct(">i")
 RECORD_HEADER = struct.Struct(">hhi")  # api_key, version, size
@@ -62,22 +64,6 @@ class MetadataLogError(Exception):
     """An intact batch (its CRC matches) that cannot be replayed: a record type or
     version this broker does not know, or a record that contradicts the state. Startup
     stops rather than truncating records another version of Kafkernel could read."""
-
-
-class ConfigResourceType(enum.IntEnum):
-    """Kafka's ConfigResource.Type codes, as ConfigRecord stores them."""
-
-    TOPIC = 2
-    BROKER = 4
-
-
-class SecurityProtocol(enum.IntEnum):
-    """Kafka's SecurityProtocol ids, as RegisterBrokerRecord's endpoints store them."""
-
-    PLAINTEXT = 0
-    SSL = 1
-    SASL_PLAINTEXT = 2
-    SASL_SSL = 3
 
 
 @dataclass(frozen=True, slots=True)
