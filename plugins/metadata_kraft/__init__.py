@@ -158,7 +158,8 @@ def _quorum_node(broker: PluginServices, metadata_log_dir_set: str | None) -> Qu
         election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
         request_timeout_ms=config.controller_quorum_request_timeout_ms,
         retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
-        fetch_max_bytes=config.controller_quorum_fetch_max_bytes)
+        fetch_max_bytes=config.controller_quorum_fetch_max_bytes,
+        fetch_snapshot_max_bytes=config.controller_quorum_fetch_snapshot_max_bytes)
     return QuorumNode(
         node_id=config.node_id, voters=parse_voters(config.controller_quorum_voters),
         listener_name=config.controller_listener_names[0].strip().upper(),

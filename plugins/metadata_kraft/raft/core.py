@@ -587,7 +587,8 @@ class RaftNode:
         records = b""
         diverging = snapshot = None
         if validation.kind == "valid":
-            records = self.log.read(part.fetch_offset, part.partition_max_bytes)
+            records = self.log.read(part.fetch_offset,
+                                    min(part.partition_max_bytes, self.config.fetch_max_bytes))
             replica_id = request.replica_state.replica_id
             if replica_id >= 0 and replica_id != self.node_id and \
                     state.progress.update_replica(replica_id, part.fetch_offset,
@@ -634,7 +635,8 @@ class RaftNode:
             elif not 0 <= part.position < size:
                 error = ErrorCode.position_out_of_range
             else:
-                read = self.log.read_snapshot(sid, int(part.position), int(request.max_bytes))
+                read = self.log.read_snapshot(sid, int(part.position), min(
+                    int(request.max_bytes), self.config.fetch_snapshot_max_bytes))
                 error = ErrorCode.snapshot_not_found if read is None else None  # deleted since
         if read is None:
             return m.fetch_snapshot_response(ErrorCode.none, error or ErrorCode.none,

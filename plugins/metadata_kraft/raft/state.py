@@ -47,7 +47,10 @@ class RaftConfig:
     request_timeout_ms: int = 2000
     retry_backoff_ms: int = 20
     fetch_max_wait_ms: int = 500  # KafkaRaftClient.MAX_FETCH_WAIT_MS
+    # The most a leader reads for one Fetch / FetchSnapshot, whatever the request asks:
+    # a peer on the controller listener cannot make it hold a whole log in memory.
     fetch_max_bytes: int = 1_048_576
+    fetch_snapshot_max_bytes: int = 1_048_576
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from plugins.metadata_kraft.raft.core import Flush, RaftNode, Respond
 from plugins.metadata_kraft.raft.kafka_log import KafkaRaftLog
 from plugins.metadata_kraft.raft.log import InMemoryRaftLog, Validation
 from plugins.metadata_kraft.raft.quorum_store import ElectionRecord
-from plugins.metadata_kraft.raft.state import Leader, VoterSet
+from plugins.metadata_kraft.raft.state import Leader, RaftConfig, VoterSet
 from plugins.metadata_kraft.snapshots import SnapshotId, write_snapshot
 
 SNAPSHOT = bytes(range(256)) * 4  # what the file holds does not matter to the leader
@@ -155,3 +155,34 @@ def test_the_kafka_log_finds_its_snapshots_again(tmp_path: Path) -> None:
     assert again.latest_snapshot() == (7, 2)
     assert not list(directory.glob("*.part"))
     again.close()
+
+
+def test_a_fetch_snapshot_asking_for_everything_gets_fetch_snapshot_max_bytes() -> None:
+    """A peer's MaxBytes does not size the leader's read: its own
+    controller.quorum.fetch.snapshot.max.bytes does (the slices still add up)."""
+    node, _ = _leader()
+    node.config = RaftConfig(fetch_snapshot_max_bytes=300)
+    data = b""
+    while len(data) < len(SNAPSHOT):
+        part = _fetch_snapshot(node, position=len(data),
+                               max_bytes=2**31 - 1).topics[0].partitions[0]
+        assert part.error_code is ErrorCode.none
+        assert 0 < len(part.unaligned_records) <= 300
+        data += bytes(part.unaligned_records)
+    assert data == SNAPSHOT
+
+
+def test_a_fetch_asking_for_everything_reads_at_most_fetch_max_bytes() -> None:
+    log = InMemoryRaftLog()
+    node = RaftNode(node_id=1, voters=VoterSet(frozenset({1})), log=log,
+                    election=ElectionRecord(), now_ms=0, rng=random.Random(0),
+                    cluster_id="kraft", config=RaftConfig(fetch_max_bytes=64))
+    node.on_tick(10**4)
+    for _ in range(20):
+        node.append([b"x" * 40], 10**4)
+    log.flush(log.end_offset)
+    node.on_flushed(10**4)
+    request = m.fetch_request("kraft", 5, 1, 1, 1, 0, 2**31 - 1)
+    part = _answer(node, request).responses[0].partitions[0]
+    # Whole batches, at least one, within the leader's limit: not the 20 appended.
+    assert 0 < len(bytes(part.records)) <= 64 + 100
