@@ -77,8 +77,6 @@ class QuorumNode:
         self._idle_task: asyncio.Task[None] | None = None
         self._session_timeout_ms = session_timeout_ms
         self._heartbeat_interval_ms = heartbeat_interval_ms
-        # Finalized features so far: a delta holds only those it replayed.
-        self._features: dict[str, int] = {}
         self._replay_stopped = False
         self.controller: QuorumController | None = None
         self._snapshot_bytes = max_record_bytes_between_snapshots
@@ -211,7 +209,6 @@ class QuorumNode:
                 break
         if replayed:
             image = delta.apply()
-            self._features.update(delta.features)
             self._delta = MetadataDelta(image, delta.next_producer_id,
                                         delta.scram_credentials, delta.acls,
                                         delta.client_quotas,
@@ -227,7 +224,9 @@ class QuorumNode:
         delta = self._delta
         registrations: dict[int, RegisteredBroker] = {} if delta is None \
             else dict(delta.broker_registrations)
-        return ControllerState(self._image, registrations, dict(self._features),
+        # The finalized levels: each delta carries every level replayed so far.
+        features: dict[str, int] = {} if delta is None else dict(delta.features)
+        return ControllerState(self._image, registrations, features,
                                0 if delta is None else delta.next_producer_id)
 
     def _publish(self, image: ClusterImage) -> None:
