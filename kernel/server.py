@@ -313,9 +313,11 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        """host:port of the first broker listener, for clients."""
-        first = next(lst for lst in self.listeners
-                     if self.listener_roles[lst.endpoint.listener_name] == BROKER)
+        """host:port of the first broker listener, for clients (a controller-only node:
+        its first listener, for ``--bootstrap-controller``)."""
+        first = next((lst for lst in self.listeners
+                      if self.listener_roles[lst.endpoint.listener_name] == BROKER),
+                     self.listeners[0])
         host = first.endpoint.host or "127.0.0.1"
         return f"{host}:{first.port}"
 

@@ -12,6 +12,7 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from kernel.testing.embedded import EmbeddedBroker
+from tests.broker_process import free_port
 from tests.integration import wire
 
 API_VERSIONS = ApiVersionsRequest(client_software_name="roles-test",
@@ -82,3 +83,19 @@ def test_only_broker_listeners_are_advertised(node: tuple[EmbeddedBroker, str]) 
     assert registration is not None
     assert (registration.listener_name, registration.port) == ("PLAINTEXT", port)
     assert [e.listener_name for e in registration.endpoints] == ["PLAINTEXT"]
+
+
+def test_a_controller_only_node_bootstraps_on_its_controller_listener() -> None:
+    """With no broker listener, ``bootstrap`` is the controller listener (what
+    ``--bootstrap-controller`` takes), not a StopIteration."""
+    port = free_port()
+    node = EmbeddedBroker({"process.roles": "controller", "node.id": 1,
+                           "listeners": [f"CONTROLLER://127.0.0.1:{port}"],
+                           "controller.listener.names": "CONTROLLER",
+                           "controller.quorum.voters": f"1@127.0.0.1:{port}"},
+                          plugins=("metadata_kraft",))
+    node.start()
+    try:
+        assert node.bootstrap == f"127.0.0.1:{port}"
+    finally:
+        node.stop()
