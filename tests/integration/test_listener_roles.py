@@ -8,8 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.describe_quorum.v2 import request as dq_req
+from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
+from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i64
 
 from kernel.testing.embedded import EmbeddedBroker
 from tests.broker_process import free_port
@@ -97,5 +103,37 @@ def test_a_controller_only_node_bootstraps_on_its_controller_listener() -> None:
     node.start()
     try:
         assert node.bootstrap == f"127.0.0.1:{port}"
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize("super_users", ["", "User:ANONYMOUS"])
+def test_controller_rpcs_need_cluster_rights_where_an_authorizer_is_enabled(
+        super_users: str) -> None:
+    """As Kafka's ControllerApis: DescribeQuorum needs DESCRIBE on the cluster, Raft and
+    broker RPCs CLUSTER_ACTION; without them the answer is CLUSTER_AUTHORIZATION_FAILED."""
+    port = free_port()
+    node = EmbeddedBroker({"process.roles": "controller", "node.id": 1,
+                           "listeners": [f"CONTROLLER://127.0.0.1:{port}"],
+                           "controller.listener.names": "CONTROLLER",
+                           "controller.quorum.voters": f"1@127.0.0.1:{port}"},
+                          plugins=("metadata_kraft", "acl"),
+                          plugin_settings={"acl": {"super.users": super_users}})
+    node.start()
+    try:
+        quorum = wire.request(node.bootstrap, DescribeQuorumRequest(topics=(
+            dq_req.TopicData(topic_name=TopicName("__cluster_metadata"), partitions=(
+                dq_req.PartitionData(partition_index=i32(0)),)),)))
+        heartbeat = wire.request(node.bootstrap, BrokerHeartbeatRequest(
+            broker_id=BrokerId(7), broker_epoch=i64(0), current_metadata_offset=i64(0),
+            want_fence=False, want_shut_down=False))
+        if super_users:
+            assert quorum.error_code == ErrorCode.none
+            # Past authorization: never registered (or the controller not active yet).
+            assert heartbeat.error_code in (ErrorCode.stale_broker_epoch,
+                                            ErrorCode.not_controller)
+        else:
+            assert quorum.error_code == ErrorCode.cluster_authorization_failed
+            assert heartbeat.error_code == ErrorCode.cluster_authorization_failed
     finally:
         node.stop()

@@ -12,6 +12,7 @@ from typing import Any
 from kernel.api.errors import ErrorCode, KafkaError
 from kernel.api.handlers import CONTROLLER, ApiRegistry, RequestContext
 
+from ..raft.rpc import authorize_cluster
 from .alter_partition import alter_partition
 from .producer_ids import allocate_producer_ids
 from .quorum_controller import Operation, QuorumController
@@ -49,6 +50,8 @@ def _operation(controller: QuorumController, api_key: int, request: Any) -> Oper
 def register(registry: ApiRegistry, controller: Callable[[], QuorumController | None]
              ) -> None:
     def handle(ctx: RequestContext, request: Any) -> Awaitable[Any]:
+        authorize_cluster(ctx, "ALTER" if ctx.api_key == UNREGISTER_BROKER
+                          else "CLUSTER_ACTION")
         active = controller()
         if active is None or not active.active:
             raise KafkaError(ErrorCode.not_controller,

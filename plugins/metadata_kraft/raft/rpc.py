@@ -23,6 +23,7 @@ from kio.static.primitive import i32
 
 from kernel.api.errors import KafkaError
 from kernel.api.handlers import CONTROLLER, ApiRegistry, RequestContext
+from kernel.api.hooks import CLUSTER_NAME
 from kernel.api.protocol import ErrorCode, make, response_module
 
 from . import messages as m
@@ -31,6 +32,7 @@ from . import versions
 __all__ = ["QuorumService", "register"]
 
 DESCRIBE_CLUSTER = 60
+DESCRIBE_QUORUM = 55
 CONTROLLER_ENDPOINT_TYPE = 2
 NO_THROTTLE = datetime.timedelta(0)
 
@@ -46,8 +48,19 @@ class QuorumService(Protocol):
     def leader_id(self) -> int | None: ...
 
 
+def authorize_cluster(ctx: RequestContext, operation: str) -> None:
+    """Kafka's ControllerApis asks this of every controller RPC: a peer or broker
+    needs CLUSTER_ACTION (DescribeQuorum: DESCRIBE) on the cluster where an authorizer
+    is enabled."""
+    if not ctx.authorize(ctx.session, operation, "CLUSTER", CLUSTER_NAME):
+        raise KafkaError(ErrorCode.cluster_authorization_failed,
+                         f"{operation} on the cluster is not authorized")
+
+
 def register(registry: ApiRegistry, service: Callable[[], QuorumService | None]) -> None:
     def raft(ctx: RequestContext, request: Any) -> Awaitable[Any]:
+        authorize_cluster(ctx, "DESCRIBE" if ctx.api_key == DESCRIBE_QUORUM
+                          else "CLUSTER_ACTION")
         return _raft(service(), request)
 
     for api_key, (low, high) in versions.SERVED.items():
